@@ -1,0 +1,223 @@
+"""The `sculptor-rl` command line. Each subcommand parses its arguments and calls one library function."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+log = logging.getLogger("sculptor_rl")
+
+
+def _param(text: str) -> tuple[str, object]:
+    """`k=v` with v parsed as JSON when it is JSON (numbers, booleans, lists), else kept as a string."""
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    key, value = text.split("=", 1)
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def cmd_tools_schemas(args) -> None:
+    from .acm import TOOL_SCHEMAS
+
+    print(json.dumps(TOOL_SCHEMAS, indent=2))
+
+
+def cmd_model_prepare(args) -> None:
+    from .models import prepare_default_model
+
+    print(prepare_default_model(force=args.force))
+
+
+def cmd_data_generate(args) -> None:
+    from .tasks import generate
+    from .tasks.io import write_jsonl
+
+    records = generate(args.task, args.num, args.seed, **dict(args.param))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    write_jsonl(records, args.out)
+    print(f"wrote {len(records)} {args.task} tasks to {args.out}")
+
+
+def _rollout_config(args, engine: str):
+    from .agent.loop import LoopConfig
+    from .engines import SamplingConfig
+    from .rollout import RolloutConfig
+
+    return RolloutConfig(
+        engine=engine, model=args.model, teacher_model=getattr(args, "teacher_model", None),
+        base_url=getattr(args, "base_url", None), api_key=getattr(args, "api_key", "EMPTY"),
+        num_generations=args.num_generations, seed=args.seed,
+        sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p, seed=args.seed),
+        loop=LoopConfig(max_tool_calls=args.max_tool_calls, max_new_tokens=args.max_new_tokens,
+                        max_context_tokens=args.max_context_tokens),
+    )
+
+
+def _run_and_write(args, engine: str, keep=lambda t: True) -> None:
+    from .metrics import format_table, summarize_by_task
+    from .rollout import rollout
+    from .tasks.io import load_tasks
+    from .trajectory import write_trajectories
+
+    tasks = load_tasks(args.data, limit=args.limit)
+    trajs = rollout(tasks, _rollout_config(args, engine))
+    kept = [t for t in trajs if keep(t)]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    write_trajectories(kept, args.out)
+    summary = summarize_by_task(trajs)
+    Path(args.out).with_suffix(".summary.json").write_text(json.dumps(summary, indent=2))
+    print(format_table(summary))
+    print(f"wrote {len(kept)} of {len(trajs)} trajectories to {args.out}")
+
+
+def cmd_rollout(args) -> None:
+    _run_and_write(args, args.engine)
+
+
+def cmd_collect(args) -> None:
+    threshold = args.min_reward
+    _run_and_write(args, args.teacher, keep=lambda t: t.reward >= threshold)
+
+
+def cmd_samples(args) -> None:
+    from .agent.chat import ChatFormat
+    from .models import resolve_model
+    from .samples import build_samples, write_samples
+    from .trajectory import read_trajectories
+
+    fmt = ChatFormat.from_pretrained(resolve_model(args.model))
+
+    def tool_ids(step):
+        return fmt.bridge_ids(tuple(("tool", c["result"]) for c in step.calls))
+
+    samples = [s for t in read_trajectories(args.inp) for s in build_samples(t, tool_ids)]
+    n = write_samples(samples, args.out)
+    trained = sum(sum(s.loss_mask) for s in samples)
+    print(f"wrote {n} samples ({trained} trained tokens) to {args.out}")
+
+
+def cmd_inspect(args) -> None:
+    from .agent.chat import ChatFormat
+    from .models import resolve_model
+    from .samples import read_samples
+
+    fmt = ChatFormat.from_pretrained(resolve_model(args.model))
+    samples = list(read_samples(args.path))
+    if not 0 <= args.index < len(samples):
+        sys.exit(f"error: {args.path} has {len(samples)} samples; --index must be in [0, {len(samples) - 1}]")
+    s = samples[args.index]
+    color = sys.stdout.isatty() and not args.plain
+    on, off = ("\033[1;32m", "\033[0m") if color else ("[[", "]]")
+    print(f"sample {args.index}: rollout {s.rollout_id}, completions {s.completions}, reward {s.reward}, "
+          f"{len(s.input_ids)} tokens, {sum(s.loss_mask)} trained ({'green' if color else 'inside [[ ]]'})\n")
+    out, start = [], 0
+    for k in range(1, len(s.input_ids) + 1):  # decode runs of equal mask together: faithful to the tokens
+        if k == len(s.input_ids) or s.loss_mask[k] != s.loss_mask[start]:
+            text = fmt.tokenizer.decode(s.input_ids[start:k])
+            out.append(f"{on}{text}{off}" if s.loss_mask[start] else text)
+            start = k
+    print("".join(out))
+
+
+def cmd_sft(args, rest: list[str]) -> None:
+    from .train.sft import main as sft_main
+
+    sft_main(["--config", args.config, *rest] if args.config else rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sculptor-rl", description=__doc__)
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    tools = sub.add_parser("tools", help="the ACM tools").add_subparsers(dest="what", required=True)
+    tools.add_parser("schemas", help="print the six tool schemas (OpenAI format) as JSON").set_defaults(
+        fn=cmd_tools_schemas)
+
+    model = sub.add_parser("model", help="the embedded default model").add_subparsers(dest="what", required=True)
+    prep = model.add_parser("prepare", help="convert the shipped SmolLM2-135M-Instruct GGUF to an HF checkpoint")
+    prep.add_argument("--force", action="store_true", help="convert again even if the cache has it")
+    prep.set_defaults(fn=cmd_model_prepare)
+
+    data = sub.add_parser("data", help="tasks").add_subparsers(dest="what", required=True)
+    gen = data.add_parser("generate", help="generate tasks offline (deterministic by seed)")
+    gen.add_argument("--task", required=True, help="pi_llm | needlebench | mrcr | babilong")
+    gen.add_argument("--num", type=int, default=100)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--out", required=True)
+    gen.add_argument("--param", type=_param, action="append", default=[], metavar="K=V",
+                     help="a generator parameter, e.g. keys=4 updates=16 (repeatable)")
+    gen.set_defaults(fn=cmd_data_generate)
+
+    run = argparse.ArgumentParser(add_help=False)
+    run.add_argument("--model", default=None, help="HF model id or path (default: the embedded SmolLM2-135M)")
+    run.add_argument("--data", required=True, help="tasks: .jsonl, .parquet or a datasets name")
+    run.add_argument("--out", required=True, help="trajectories .jsonl (a .summary.json is written beside it)")
+    run.add_argument("--limit", type=int, default=None, help="use the first N tasks")
+    run.add_argument("--num-generations", type=int, default=1, help="rollouts per task")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--temperature", type=float, default=1.0)
+    run.add_argument("--top-p", type=float, default=1.0)
+    run.add_argument("--max-new-tokens", type=int, default=512)
+    run.add_argument("--max-tool-calls", type=int, default=20)
+    run.add_argument("--max-context-tokens", type=int, default=131072)
+
+    ro = sub.add_parser("rollout", parents=[run], help="multi-turn ACM rollouts of a model")
+    ro.add_argument("--engine", default="vllm", choices=["vllm", "hf", "openai"])
+    ro.add_argument("--base-url", help="openai engine: the endpoint, e.g. http://127.0.0.1:8000/v1")
+    ro.add_argument("--teacher-model", help="openai engine: the served model name")
+    ro.add_argument("--api-key", default="EMPTY")
+    ro.set_defaults(fn=cmd_rollout)
+
+    co = sub.add_parser("collect", parents=[run], help="teacher trajectories for SFT (successful ones kept)")
+    co.add_argument("--teacher", default="scripted", choices=["scripted", "openai"])
+    co.add_argument("--base-url", help="openai teacher: the endpoint")
+    co.add_argument("--teacher-model", help="openai teacher: the served model name")
+    co.add_argument("--api-key", default="EMPTY")
+    co.add_argument("--min-reward", type=float, default=1.0, help="keep trajectories with at least this reward")
+    co.set_defaults(fn=cmd_collect)
+
+    sa = sub.add_parser("samples", help="Algorithm 1: trajectories → training samples with loss masks")
+    sa.add_argument("--in", dest="inp", required=True)
+    sa.add_argument("--out", required=True)
+    sa.add_argument("--model", default=None, help="the policy whose tokenizer renders tool results")
+    sa.set_defaults(fn=cmd_samples)
+
+    ins = sub.add_parser("inspect", help="print a sample with its trained tokens highlighted")
+    ins.add_argument("path")
+    ins.add_argument("--index", type=int, default=0)
+    ins.add_argument("--model", default=None)
+    ins.add_argument("--plain", action="store_true", help="mark trained text with [[ ]] even on a terminal")
+    ins.set_defaults(fn=cmd_inspect)
+
+    sft = sub.add_parser("sft", help="SFT on samples (TRL SFTTrainer); other flags override the YAML config",
+                         add_help=False)
+    sft.add_argument("--config", default=None)
+    sft.set_defaults(fn=cmd_sft, passthrough=True)
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if getattr(args, "passthrough", False):
+        args.fn(args, rest)
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    else:
+        try:
+            args.fn(args)
+        except (ValueError, FileNotFoundError) as e:
+            sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""Generation backends behind one interface (`Engine.generate(requests) -> completions`)."""
+
+from __future__ import annotations
+
+from .base import Completion, Engine, Request, SamplingConfig
+
+__all__ = ["Completion", "Engine", "Request", "SamplingConfig", "ENGINES", "make_engine"]
+
+ENGINES = ("vllm", "hf", "openai", "scripted")
+
+
+def make_engine(kind: str, model: str, fmt, sampling: SamplingConfig = SamplingConfig(), tools=None,
+                max_model_len: int | None = None, **kwargs) -> Engine:
+    """Build an engine by name. `fmt` is the policy's `ChatFormat` (its tokenizer and stop ids)."""
+    if kind == "vllm":
+        from .vllm_engine import VLLMEngine
+
+        return VLLMEngine(model, fmt.stop_ids, sampling, max_model_len=max_model_len, **kwargs)
+    if kind == "hf":
+        from .hf_engine import HFEngine
+
+        return HFEngine(model, fmt.tokenizer, fmt.stop_ids, sampling, **kwargs)
+    if kind == "openai":
+        from .openai_engine import OpenAIEngine
+
+        return OpenAIEngine(model, tools=tools, sampling=sampling, max_model_len=max_model_len, **kwargs)
+    if kind == "scripted":
+        from .scripted import ScriptedEngine
+
+        return ScriptedEngine()
+    raise ValueError(f"unknown engine {kind!r}; choose one of {', '.join(ENGINES)}")

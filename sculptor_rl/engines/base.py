@@ -1,0 +1,38 @@
+"""The generation interface every engine implements: a batch of requests in, one completion each out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["Request", "Completion", "Engine", "SamplingConfig"]
+
+
+@dataclass
+class SamplingConfig:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    seed: int | None = 0
+
+
+@dataclass
+class Request:
+    prompt_ids: list[int]  # token engines generate from these
+    messages: list[dict]  # chat engines (OpenAI-compatible, scripted teachers) use the rendered messages
+    task: dict  # scripted teachers read the question; engines that generate from text ignore it
+    max_new_tokens: int
+
+
+@dataclass
+class Completion:
+    text: str
+    token_ids: list[int] | None = None  # None when the engine returns text only: the loop tokenizes it
+    logprobs: list[float] | None = None  # per generated token, under the sampling distribution's model
+    finish_reason: str = "stop"  # "stop" | "length"
+
+
+class Engine(Protocol):
+    max_model_len: int | None  # prompt + completion tokens the engine can hold (None: no limit known)
+
+    def generate(self, requests: list[Request]) -> list[Completion]: ...

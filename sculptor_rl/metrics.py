@@ -1,0 +1,60 @@
+"""Aggregate metrics over trajectories (per task family and overall)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+
+from .trajectory import Trajectory
+
+__all__ = ["summarize", "summarize_by_task", "tool_entropy", "format_table"]
+
+
+def tool_entropy(counts: Counter) -> float:
+    """Shannon entropy (bits) of the tool-usage distribution; 0 for no calls or a single tool."""
+    total = sum(counts.values())
+    return -sum(c / total * math.log2(c / total) for c in counts.values() if c) if total else 0.0
+
+
+def summarize(trajs: list[Trajectory], correct_threshold: float = 1.0) -> dict:
+    n = len(trajs)
+    if not n:
+        return {"n": 0}
+    steps = [s for t in trajs for s in t.steps]
+    calls = [c for s in steps for c in s.calls]
+    tools = sum((t.tool_counts for t in trajs), Counter())
+    return {
+        "n": n,
+        "accuracy": sum(t.score for t in trajs) / n,
+        "correct": sum(t.score >= correct_threshold for t in trajs) / n,
+        "reward": sum(t.reward for t in trajs) / n,
+        # a step is format-valid when every call in it parsed and named a known tool
+        "format_valid_steps": sum(not any(c["format_error"] for c in s.calls) for s in steps) / len(steps),
+        "valid_calls": sum(c["ok"] for c in calls) / len(calls) if calls else float("nan"),
+        "tool_calls_per_task": len(calls) / n,
+        "tool_counts": dict(tools),
+        "tool_entropy": tool_entropy(tools),
+        "context_reduction": sum(t.context_reduction for t in trajs) / n,
+        "generated_tokens": sum(t.generated_tokens for t in trajs) / n,
+        "stop_reasons": dict(Counter(t.stop_reason for t in trajs)),
+    }
+
+
+def summarize_by_task(trajs: list[Trajectory], correct_threshold: float = 1.0) -> dict[str, dict]:
+    groups: dict[str, list[Trajectory]] = defaultdict(list)
+    for t in trajs:
+        groups[t.task].append(t)
+    out = {task: summarize(g, correct_threshold) for task, g in sorted(groups.items())}
+    if len(groups) > 1:
+        out["all"] = summarize(trajs, correct_threshold)
+    return out
+
+
+def format_table(summary: dict[str, dict]) -> str:
+    cols = ["n", "accuracy", "correct", "reward", "format_valid_steps", "valid_calls", "tool_calls_per_task",
+            "context_reduction"]
+    lines = ["| task | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for task, s in summary.items():
+        cells = [f"{s[c]:.3f}" if isinstance(s[c], float) else str(s[c]) for c in cols]
+        lines.append(f"| {task} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

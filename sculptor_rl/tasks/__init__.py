@@ -1,0 +1,49 @@
+"""Long-context tasks: generators, scorers and dataset IO.
+
+Four families, generated offline and deterministic by seed: `pi_llm` (proactive interference),
+`needlebench` (multi-needle reasoning), `mrcr` (multi-round co-reference) and `babilong` (bAbI facts in
+filler). Each family module has `generate(num, seed, **params) -> list[dict]`, `score(record, response)
+-> float` in [0, 1] and `render_answer(answer) -> str` (the ideal response).
+
+A record (one JSON object per line in files):
+
+    {"id": "pi_llm-s0-00012", "task": "pi_llm",
+     "messages": [{"role": "system", "content": <short, general>},
+                  {"role": "user", "content": <intro>\\n\\n<long context>\\n\\n<question with answer format>}],
+     "answer": <JSON value: a str, or {key: value} for pi_llm>,
+     "meta": {"bucket": "4/64", "approx_tokens": 1443, <generation params>, <what the question asks about:
+              asked_keys (pi_llm), person (needlebench, babilong), request and occurrence (mrcr)>}}
+
+Token counts are chars/4 estimates (no tokenizer dependency); `context_tokens` params are in the same unit.
+"""
+
+from __future__ import annotations
+
+from . import babilong, mrcr, needlebench, pi_llm
+
+FAMILIES = {module.NAME: module for module in (pi_llm, needlebench, mrcr, babilong)}
+
+from .io import load_tasks, write_jsonl, write_parquet  # noqa: E402 (io needs FAMILIES)
+
+__all__ = ["FAMILIES", "generate", "load_tasks", "render_answer", "score", "write_jsonl", "write_parquet"]
+
+
+def family(task: str):
+    if task not in FAMILIES:
+        raise ValueError(f"unknown task {task!r} (known: {', '.join(sorted(FAMILIES))})")
+    return FAMILIES[task]
+
+
+def generate(task: str, num: int, seed: int = 0, **params) -> list[dict]:
+    """`num` records of family `task`; the same (task, seed, params) always gives the same records."""
+    return family(task).generate(num, seed, **params)
+
+
+def score(record: dict, response_text: str) -> float:
+    """How correct a final response is, in [0, 1]."""
+    return family(record["task"]).score(record, response_text)
+
+
+def render_answer(record: dict) -> str:
+    """The ideal final response for a record (scores 1.0)."""
+    return family(record["task"]).render_answer(record["answer"])

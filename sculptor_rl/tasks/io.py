@@ -1,0 +1,128 @@
+"""Dataset IO: records to JSONL/Parquet and back, or from a Hugging Face `datasets` name or directory.
+
+Every record is validated on load; a bad one raises ValueError naming the file, the line or row, and the
+problem. In Parquet, `answer` and `meta` are stored as JSON text in columns `answer_json` and `meta_json`:
+their types differ between families (a str, a dict), which a Parquet column cannot hold. The loader accepts
+either form, so users' own Parquet or `datasets` data may use plain `answer`/`meta` columns.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from collections.abc import Iterable, Iterator
+
+from . import FAMILIES
+
+REQUIRED = ("id", "task", "messages", "answer")
+ROLES = ("system", "user", "assistant", "tool")
+
+
+def write_jsonl(records: Iterable[dict], path: str | Path) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def write_parquet(records: Iterable[dict], path: str | Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"id": r["id"], "task": r["task"],
+             "messages": [{"role": m["role"], "content": m["content"]} for m in r["messages"]],
+             "answer_json": json.dumps(r["answer"], ensure_ascii=False),
+             "meta_json": json.dumps(r.get("meta", {}), ensure_ascii=False)} for r in records]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+def load_tasks(source: str | Path, split: str = "train", limit: int | None = None) -> list[dict]:
+    """Records from a `.jsonl` file, a `.parquet` file, or a `datasets` name or directory (`split` is used
+    only there). At most `limit` records, in order."""
+    source = str(source)
+    if source.endswith(".jsonl"):
+        rows = _jsonl_rows(source)
+    elif source.endswith(".parquet"):
+        rows = _parquet_rows(source)
+    else:
+        rows = _datasets_rows(source, split)
+    records, first_seen = [], {}
+    for where, row in rows:
+        if limit is not None and len(records) >= limit:
+            break
+        record = validate(_decode(row, where), where)
+        if record["id"] in first_seen:
+            raise ValueError(f"{where}: duplicate id {record['id']!r} (first at {first_seen[record['id']]})")
+        first_seen[record["id"]] = where
+        records.append(record)
+    return records
+
+
+def validate(record, where: str = "record") -> dict:
+    """The record itself if it has the required fields with the right types, else ValueError."""
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: a record must be a JSON object, got {type(record).__name__}")
+    for field in REQUIRED:
+        if record.get(field) is None:
+            raise ValueError(f"{where}: missing required field {field!r} (required: {', '.join(REQUIRED)})")
+    for field in ("id", "task"):
+        if not isinstance(record[field], str) or not record[field]:
+            raise ValueError(f"{where}: field {field!r} must be a non-empty string, got {record[field]!r}")
+    if record["task"] not in FAMILIES:
+        raise ValueError(f"{where}: unknown task {record['task']!r} (known: {', '.join(sorted(FAMILIES))})")
+    messages = record["messages"]
+    if not isinstance(messages, list) or not messages:
+        raise ValueError(f"{where}: field 'messages' must be a non-empty list")
+    for i, m in enumerate(messages):
+        if not (isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)):
+            raise ValueError(f"{where}: messages[{i}] must be {{'role': one of {ROLES}, 'content': str}}, "
+                             f"got {m!r:.200}")
+    if not isinstance(record.get("meta", {}), dict):
+        raise ValueError(f"{where}: field 'meta' must be an object")
+    return record
+
+
+def _decode(row, where: str):
+    """Parquet/datasets rows: `*_json` columns decoded, `meta` defaulted, null message keys dropped."""
+    if not isinstance(row, dict):
+        return row
+    row = dict(row)
+    for field in ("answer", "meta"):
+        if isinstance(row.get(f"{field}_json"), str):
+            try:
+                row[field] = json.loads(row.pop(f"{field}_json"))
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{where}: column '{field}_json' is not valid JSON ({e.msg})") from None
+    row.setdefault("meta", {})
+    if isinstance(row.get("messages"), list):
+        row["messages"] = [{k: v for k, v in m.items() if v is not None} if isinstance(m, dict) else m
+                           for m in row["messages"]]
+    return row
+
+
+def _jsonl_rows(path: str) -> Iterator[tuple[str, object]]:
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield f"{path} line {number}", json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path} line {number}: invalid JSON ({e.msg} at column {e.colno})") from None
+
+
+def _parquet_rows(path: str) -> Iterator[tuple[str, object]]:
+    import pyarrow.parquet as pq
+
+    for number, row in enumerate(pq.read_table(path).to_pylist()):
+        yield f"{path} row {number}", row
+
+
+def _datasets_rows(source: str, split: str) -> Iterator[tuple[str, object]]:
+    import datasets
+
+    for number, row in enumerate(datasets.load_dataset(source, split=split)):
+        yield f"{source} [{split}] row {number}", row

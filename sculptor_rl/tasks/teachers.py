@@ -1,0 +1,210 @@
+"""Scripted teachers: stateless policies that solve each task family with the ACM tools (SFT data without a
+strong model endpoint).
+
+A teacher is `teacher(task, messages) -> str`. `messages` is the conversation as the model sees it now (the
+rendered workspace: system, user, then the assistant and tool messages so far); the return value is the next
+assistant completion: Hermes tool calls (`format_tool_call`, several per completion, run in order) or the
+final answer. Its state is read back from the conversation (the calls it made, their results). It may use
+`task["meta"]` for what the question asks about (keys, person, request) but never `task["answer"]`: the final
+answer is read from the rendered, folded context, which proves the folds kept what the question needs.
+
+Every teacher follows one plan:
+1. search: `search_context` for what the question is about, to see where it lies;
+2. fragment: each stretch of the long context between the spans worth keeping becomes one fragment
+   (`fragment_context` with num_fragments=1 and the shortest whole-word markers, at least MIN_MARKER_CHARS
+   long, whose first occurrences cut exactly that stretch); stretches shorter than the family's `min_gap`
+   are left alone (a folded marker and two calls would cost more than they save);
+3. fold: `fold_fragment` on every fragment made, all in one completion;
+4. answer from the visible text with the family's own parser.
+So the context shrinks to the system prompt, the intro, the kept spans, one marker per gap, and the question.
+
+What each family searches for and keeps:
+- pi_llm: keeps each asked key's last update line. Those lines sit near the end of the randomly
+  interleaved stream, so everything before the first of them folds into one marker (plus any long stretch
+  between them). No search: search_context lists a key's first matches, not its last, and with tens of
+  updates per key its windows would hold more text than the stream itself. Answers each key's last
+  visible value.
+- needlebench: searches the asked person; the hit shows the statement naming that person's parent, which
+  is searched next (one search per completion: the multi-hop walk), until a search shows no parent. Keeps
+  the statements found; answers the eldest ancestor traced through the visible statements.
+- mrcr: searches the asked request; keeps its i-th user/assistant exchange and folds everything around it,
+  however short (another occurrence of the request must not stay visible); answers with the visible reply.
+- babilong: searches the asked person; keeps their last move; answers its place.
+Tool calls per task at the default sizes: pi_llm 2 (+2 per extra stretch), needlebench needles + 1 searches
+and 2 per stretch (12 at 3 needles, at most 18 at 5), mrcr 5, babilong 5.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from collections.abc import Callable
+
+from ..agent.toolcalls import HermesParser, ToolCall, format_tool_call
+from . import babilong, mrcr, needlebench, pi_llm
+from .common import context_bounds, render_value
+
+Span = tuple[int, int]
+SEARCH_ARGS = {"max_results": 50, "context_size": 100}
+MIN_MARKER_CHARS = 12  # markers of a few words read naturally and are easy to copy
+
+
+@dataclass(frozen=True)
+class Strategy:
+    searches: Callable[[dict, dict[str, str]], list[str]]  # (task, {query: result}) -> next queries, [] if done
+    keep: Callable[[dict, str, dict[str, str]], list[Span]]  # (task, original user text, searched) -> spans
+    answer: Callable[[dict, str], str]  # (task, rendered user text) -> final response
+    min_gap: int = 300  # characters: shorter stretches between kept spans are not folded
+
+
+def _turns(messages: list[dict]) -> list[tuple[ToolCall, str]]:
+    """Every (call, result text) made so far, in order (the loop answers each call, malformed ones too)."""
+    pairs, pending = [], []
+    for m in messages:
+        if m["role"] == "assistant":
+            pending = HermesParser().parse(m["content"]).calls
+        elif m["role"] == "tool" and pending:
+            pairs.append((pending.pop(0), m["content"]))
+    return pairs
+
+
+def _user(messages: list[dict]) -> str:
+    return next(m["content"] for m in messages if m["role"] == "user")
+
+
+def _calls(calls: list[tuple[str, dict]]) -> str:
+    return "\n".join(format_tool_call(name, args) for name, args in calls)
+
+
+def _markers(text: str, a: int, b: int) -> tuple[str, str] | None:
+    """Shortest whole-word (start_marker, end_marker) with which fragment_context spans exactly text[a:b]:
+    the tool takes the first start_marker in the message and the first end_marker after it."""
+    words = [(a + m.start(), a + m.end()) for m in re.finditer(r"\S+", text[a:b])]
+    start = next((text[a:e] for _, e in words if e - a >= MIN_MARKER_CHARS and text.find(text[a:e]) == a), None)
+    if start is None:
+        return None
+    after = a + len(start)
+    return next(((start, text[s:b]) for s, _ in reversed(words)
+                 if s >= after and b - s >= MIN_MARKER_CHARS and text.find(text[s:b], after) == s), None)
+
+
+def _fold_plan(text: str, keep: list[Span], min_gap: int) -> list[tuple[str, str]]:
+    """Markers for each stretch of the context outside the kept spans that is worth folding."""
+    lo, hi = context_bounds(text)
+    edges = [lo, *(p for span in sorted(keep) for p in span), hi]
+    plan = []
+    for a, b in zip(edges[::2], edges[1::2]):
+        stretch = text[a:b]
+        a, b = a + len(stretch) - len(stretch.lstrip()), a + len(stretch.rstrip())
+        markers = _markers(text, a, b) if b - a >= min_gap else None
+        if markers:
+            plan.append(markers)
+    return plan
+
+
+def _windows(results: dict[str, str]) -> str:
+    """The text windows of search results, joined, with the «match» brackets removed."""
+    found = [json.loads(w) for r in results.values() for w in re.findall(r'^- s[a-z0-9]{5}: .*?: (".*")$', r, re.M)]
+    return "\n".join(found).replace("«", "").replace("»", "")
+
+
+def _policy(strategy: Strategy, task: dict, messages: list[dict]) -> str:
+    turns = _turns(messages)
+    last = turns[-1][0].name if turns else None
+    user = _user(messages)
+    if last in (None, "search_context"):
+        searched = {c.arguments["query"]: r for c, r in turns if c.name == "search_context"}
+        queries = strategy.searches(task, searched)
+        if queries:
+            return _calls([("search_context", {"query": q, **SEARCH_ARGS}) for q in queries])
+        plan = _fold_plan(user, strategy.keep(task, user, searched), strategy.min_gap)
+        if plan:
+            return _calls([("fragment_context", {"start_marker": s, "end_marker": e, "num_fragments": 1})
+                           for s, e in plan])
+    if last == "fragment_context":
+        made = [i for c, r in turns if c.name == "fragment_context" for i in re.findall(r"^- (f[a-z0-9]{5}):", r, re.M)]
+        if made:
+            return _calls([("fold_fragment", {"fragment_id": i}) for i in made])
+    return strategy.answer(task, user)
+
+
+def _once(queries: Callable[[dict], list[str]]) -> Callable[[dict, dict[str, str]], list[str]]:
+    """One round of searches."""
+    return lambda task, searched: [] if searched else queries(task)
+
+
+# ---- pi_llm ----
+
+def _key_line(key: str) -> re.Pattern:
+    return re.compile(rf"^{re.escape(key)}: (\S+)$", re.M)
+
+
+def _pi_keep(task: dict, user: str, searched: dict[str, str]) -> list[Span]:
+    lo, hi = context_bounds(user)
+    return [[*_key_line(key).finditer(user, lo, hi)][-1].span() for key in task["meta"]["asked_keys"]]
+
+
+def _pi_answer(task: dict, visible: str) -> str:
+    values = {key: _key_line(key).findall(visible) for key in task["meta"]["asked_keys"]}
+    return pi_llm.render_answer({key: found[-1] for key, found in values.items() if found})
+
+
+# ---- needlebench ----
+
+def _nb_searches(task: dict, searched: dict[str, str]) -> list[str]:
+    top = needlebench.eldest_ancestor(needlebench.parse_relations(_windows(searched)), task["meta"]["person"])
+    return [] if top in searched else [top]
+
+
+def _nb_keep(task: dict, user: str, searched: dict[str, str]) -> list[Span]:
+    found, (lo, hi) = needlebench.parse_relations(_windows(searched)), context_bounds(user)
+    return [m.span() for p in needlebench.PATTERNS for m in p.finditer(user, lo, hi)
+            if found.get(m["younger"]) == m["elder"]]
+
+
+def _nb_answer(task: dict, visible: str) -> str:
+    return render_value(needlebench.eldest_ancestor(needlebench.parse_relations(visible), task["meta"]["person"]))
+
+
+# ---- mrcr ----
+
+def _exchange(request: str) -> re.Pattern:
+    return re.compile(rf"^User: {re.escape(request)}\nAssistant: (.*)$", re.M)
+
+
+def _mrcr_keep(task: dict, user: str, searched: dict[str, str]) -> list[Span]:
+    lo, hi = context_bounds(user)
+    return [[*_exchange(task["meta"]["request"]).finditer(user, lo, hi)][task["meta"]["occurrence"] - 1].span()]
+
+
+def _mrcr_answer(task: dict, visible: str) -> str:
+    return render_value(next(iter(_exchange(task["meta"]["request"]).findall(visible)), "unknown"))
+
+
+# ---- babilong ----
+
+def _babi_keep(task: dict, user: str, searched: dict[str, str]) -> list[Span]:
+    lo, hi = context_bounds(user)
+    return [[m for m in babilong.FACT.finditer(user, lo, hi) if m["person"] == task["meta"]["person"]][-1].span()]
+
+
+def _babi_answer(task: dict, visible: str) -> str:
+    return render_value(babilong.last_place(visible, task["meta"]["person"]) or "unknown")
+
+
+STRATEGIES = {
+    pi_llm.NAME: Strategy(lambda task, searched: [], _pi_keep, _pi_answer),
+    needlebench.NAME: Strategy(_nb_searches, _nb_keep, _nb_answer),
+    mrcr.NAME: Strategy(_once(lambda t: [t["meta"]["request"]]), _mrcr_keep, _mrcr_answer, min_gap=1),
+    babilong.NAME: Strategy(_once(lambda t: [t["meta"]["person"]]), _babi_keep, _babi_answer),
+}
+TEACHERS: dict[str, Callable[[dict, list[dict]], str]] = {
+    name: (lambda task, messages, s=strategy: _policy(s, task, messages)) for name, strategy in STRATEGIES.items()
+}
+
+
+def teacher_for(task_name: str) -> Callable[[dict, list[dict]], str]:
+    if task_name not in TEACHERS:
+        raise ValueError(f"no scripted teacher for task {task_name!r} (have: {', '.join(sorted(TEACHERS))})")
+    return TEACHERS[task_name]

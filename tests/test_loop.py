@@ -1,0 +1,119 @@
+"""The agent loop on a text engine that replays fixed completions (the vLLM run is in test_vllm_rollouts.py)."""
+
+import re
+
+import pytest
+
+from sculptor_rl.agent.loop import LoopConfig, run_rollouts
+from sculptor_rl.agent.toolcalls import format_tool_call
+from sculptor_rl.engines import Completion
+from sculptor_rl.rollout import acm_env
+from sculptor_rl.tasks import generate, render_answer
+from sculptor_rl.trajectory import Trajectory
+
+
+class Replay:
+    """Completion k of a rollout is `script(task, k, messages)`; records every batch it is sent."""
+
+    max_model_len = None
+
+    def __init__(self, script):
+        self.script, self.batches = script, []
+
+    def generate(self, requests):
+        self.batches.append(len(requests))
+        return [Completion(text=self.script(r.task, sum(m["role"] == "assistant" for m in r.messages), r.messages))
+                for r in requests]
+
+
+def _fid(messages):
+    return re.findall(r"\bf[a-z0-9]{5}\b", messages[-1]["content"])
+
+
+def acm_script(task, k, messages):
+    """fragment → search (read-only) → fold the first fragment → answer."""
+    user = task["messages"][1]["content"]
+    lines = user.split("\n\n")[1].split("\n")
+    if k == 0:
+        return format_tool_call("fragment_context", {"start_marker": lines[0], "end_marker": lines[-1],
+                                                      "num_fragments": 4})
+    if k == 1:
+        return format_tool_call("search_context", {"query": lines[0]})
+    if k == 2:
+        first = re.findall(r"\bf[a-z0-9]{5}\b", messages[-3]["content"])[0]
+        return format_tool_call("fold_fragment", {"fragment_id": first})
+    return render_answer(task)
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return generate("pi_llm", 3, seed=7, keys=2, updates=40)
+
+
+def test_rollout_records_steps_flags_and_answer(tasks, fmt):
+    engine = Replay(acm_script)
+    trajs = run_rollouts(tasks, engine, fmt, acm_env(0), LoopConfig(), num_generations=2, progress=False)
+    assert len(trajs) == 6 and engine.batches == [6, 6, 6, 6]  # all live rollouts in one batch per step
+    for t in trajs:
+        assert [s.modified for s in t.steps] == [True, False, True, False]
+        assert [c["name"] for s in t.steps for c in s.calls] == ["fragment_context", "search_context", "fold_fragment"]
+        assert t.stop_reason == "answer" and t.score == 1.0 and t.reward == 1.0
+        assert t.context_tokens_after < t.context_tokens_before
+        # between context modifications each prompt extends the previous prompt + completion
+        s = t.steps
+        assert s[2].prompt_ids[: len(s[1].prompt_ids) + len(s[1].completion_ids)] == s[1].prompt_ids + s[1].completion_ids
+        assert s[1].prompt_ids[: len(s[0].prompt_ids)] != s[0].prompt_ids  # the fragment tags changed Q
+    assert len({t.rollout_id for t in trajs}) == 6
+
+
+def test_prompt_ids_decode_to_the_rendered_workspace(tasks, fmt):
+    """Replays each rollout in a fresh workspace and compares every step's prompt with the template."""
+    (traj,) = run_rollouts(tasks[:1], Replay(acm_script), fmt, acm_env(0), progress=False)
+    ws = acm_env(0)(tasks[0], 0)
+    for step in traj.steps:
+        expected = fmt.text(ws.render(), add_generation_prompt=True, tools=ws.tools)
+        assert fmt.tokenizer.decode(step.prompt_ids) == expected
+        ws.append({"role": "assistant", "content": step.text})
+        for call in step.calls:
+            ws.append({"role": "tool", "content": ws.call(call["name"], call["arguments"])})
+
+
+def test_format_errors_are_answered_and_penalized(tasks, fmt):
+    def script(task, k, messages):
+        return ["<tool_call>{oops}</tool_call>", format_tool_call("no_such_tool", {}), render_answer(task)][k]
+
+    (t,) = run_rollouts(tasks[:1], Replay(script), fmt, acm_env(0), progress=False)
+    assert t.stop_reason == "answer" and t.score == 1.0
+    assert t.format_errors == 2 and t.reward == -1.0
+    assert t.steps[0].calls[0]["result"].startswith("Error: tool call is not valid JSON")
+    assert t.messages[3]["role"] == "tool" and "Error" in t.messages[3]["content"]
+
+
+def test_tool_call_cap_stops_the_rollout(tasks, fmt):
+    def script(task, k, messages):  # three searches per completion, forever
+        return "\n".join(format_tool_call("search_context", {"query": "value"}) for _ in range(3))
+
+    (t,) = run_rollouts(tasks[:1], Replay(script), fmt, acm_env(0), LoopConfig(max_tool_calls=7), progress=False)
+    assert t.stop_reason == "max_tool_calls" and t.num_tool_calls == 7 and t.reward == -1.0
+    assert t.answer is None and t.score == 0.0
+
+
+def test_context_cap_stops_the_rollout(tasks, fmt):
+    def script(task, k, messages):
+        return format_tool_call("search_context", {"query": "value", "max_results": 50, "context_size": 1000})
+
+    head = len(fmt.head_ids(tasks[0]["messages"], acm_env(0)(tasks[0], 0).tools))
+    (t,) = run_rollouts(tasks[:1], Replay(script), fmt, acm_env(0),
+                        LoopConfig(max_context_tokens=head + 1500), progress=False)
+    assert t.stop_reason == "max_context_tokens" and t.reward == -1.0
+    assert all(len(s.prompt_ids) < head + 1500 for s in t.steps)
+
+
+def test_trajectory_json_round_trip_is_exact(tasks, fmt):
+    trajs = run_rollouts(tasks, Replay(acm_script), fmt, acm_env(3), progress=False)
+    for t in trajs:
+        d = t.to_json()
+        assert d["steps"][1]["prompt_reuse"] == 0 or d["steps"][1]["prompt_reuse"] < len(t.steps[1].prompt_ids)
+        assert d["steps"][2]["prompt_reuse"] == len(t.steps[1].prompt_ids) + len(t.steps[1].completion_ids)
+        back = Trajectory.from_json(d)
+        assert back == t

@@ -1,0 +1,111 @@
+"""Scripted teachers (sculptor_rl.tasks.teachers) solving generated tasks with the real ACM workspace.
+
+Reduction = 1 - rendered chars / original chars of the task's own messages (system + user) at the end of the
+rollout; the assistant and tool messages the rollout appended are not counted. chars/4 is the token proxy,
+so the ratio is the same in approximate tokens.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from statistics import mean
+from collections.abc import Callable
+
+import pytest
+
+from sculptor_rl import tasks
+from sculptor_rl.acm import Workspace
+from sculptor_rl.agent.toolcalls import HermesParser
+from sculptor_rl.tasks.teachers import TEACHERS, teacher_for
+
+MAX_CALLS = 20
+
+
+@dataclass
+class Rollout:
+    score: float
+    reduction: float
+    calls: int
+    failed: list[str]  # texts of calls that did not succeed
+    transcript: list[dict]
+
+
+def rollout(task: dict, after_calls: Callable[[Workspace, list], None] = lambda ws, calls: None) -> Rollout:
+    """render -> teacher -> parse -> append the completion -> run each call and append its result -> repeat.
+    `after_calls(ws, calls)` runs after each completion's calls (tests use it to tamper with the context)."""
+    ws = Workspace(task["messages"], seed=0)
+    teacher = teacher_for(task["task"])
+    hidden = {k: v for k, v in task.items() if k != "answer"}  # a teacher must not need the answer
+    calls, failed = 0, []
+    while True:
+        completion = teacher(hidden, ws.render())
+        parsed = HermesParser().parse(completion)
+        ws.append({"role": "assistant", "content": completion})
+        if not parsed.calls:
+            break
+        for call in parsed.calls:
+            calls += 1
+            assert calls <= MAX_CALLS, "too many tool calls"
+            result = ws.execute(call.name, call.arguments)
+            failed += [] if result.ok else [result.text]
+            ws.append({"role": "tool", "content": result.text})
+        after_calls(ws, parsed.calls)
+    own = len(task["messages"])
+    shown, original = (sum(len(m["content"]) for m in messages[:own]) for messages in (ws.render(), task["messages"]))
+    return Rollout(tasks.score(task, completion), 1 - shown / original, calls, failed, ws.render())
+
+
+# (task, params, minimum accuracy, minimum mean reduction)
+DEFAULTS = [("pi_llm", {}, 0.95, 0.85), ("needlebench", {}, 0.9, 0.85), ("mrcr", {}, 0.9, 0.85),
+            ("babilong", {}, 0.9, 0.85)]
+
+
+@pytest.mark.parametrize("task,params,accuracy,reduction", DEFAULTS)
+def test_teacher_on_default_tasks(task, params, accuracy, reduction):
+    results = [rollout(r) for r in tasks.generate(task, 50, seed=1, **params)]
+    assert not [f for r in results for f in r.failed]
+    assert mean(r.score for r in results) >= accuracy
+    assert mean(r.reduction for r in results) >= reduction
+    assert max(r.calls for r in results) < MAX_CALLS
+
+
+@pytest.mark.parametrize("task,params", [
+    ("pi_llm", {"keys": 8, "updates": 80}),  # more updates than search_context shows at once
+    ("pi_llm", {"keys": 3, "updates": 30, "query": "one"}),
+    ("needlebench", {"needles": 5, "context_tokens": 1000}),
+    ("needlebench", {"needles": 2, "context_tokens": 6000}),
+    ("mrcr", {"needles": 4, "turns": 40, "context_tokens": 3000}),
+    ("mrcr", {"needles": 3, "turns": 8, "context_tokens": 300}),  # tiny replies: gaps must still be folded
+    ("babilong", {"facts": 20, "context_tokens": 1000}),
+    ("babilong", {"facts": 1, "context_tokens": 300}),
+])
+def test_teacher_on_other_buckets(task, params):
+    results = [rollout(r) for r in tasks.generate(task, 10, seed=2, **params)]
+    assert not [f for r in results for f in r.failed]
+    assert mean(r.score for r in results) >= 0.9
+    assert min(r.reduction for r in results) > 0.3
+    assert max(r.calls for r in results) < MAX_CALLS
+
+
+def test_answer_comes_from_the_visible_context():
+    """Folding the kept fact just before the teacher answers makes its answer wrong: it reads the context."""
+    task = tasks.generate("babilong", 1, seed=3)[0]
+    user = task["messages"][1]["content"]
+    fact = [m for m in tasks.babilong.FACT.finditer(user) if m["person"] == task["meta"]["person"]][-1]
+    # The fact is unique; the end marker is the character after it (it must follow the start marker).
+    markers = {"start_marker": fact[0], "end_marker": user[fact.end()], "num_fragments": 1}
+
+    def hide_fact(ws: Workspace, calls: list) -> None:
+        if calls[-1].name == "fold_fragment":  # the teacher's last step: it answers next
+            made = ws.call("fragment_context", markers)
+            ws.call("fold_fragment", {"fragment_id": re.search(r"^- (f[a-z0-9]{5}):", made, re.M)[1]})
+
+    assert rollout(task).score == 1.0
+    assert rollout(task, hide_fact).score == 0.0
+
+
+def test_registry():
+    assert set(TEACHERS) == set(tasks.FAMILIES)
+    with pytest.raises(ValueError, match="no scripted teacher"):
+        teacher_for("chess")
