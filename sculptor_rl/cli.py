@@ -36,7 +36,7 @@ def cmd_model_prepare(args) -> None:
 
 def cmd_data_generate(args) -> None:
     from .tasks import generate
-    from .tasks.io import write_jsonl
+    from .tasks import write_jsonl
 
     records = generate(args.task, args.num, args.seed, **dict(args.param))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -52,7 +52,7 @@ def _rollout_config(args, engine: str):
     return RolloutConfig(
         engine=engine, model=args.model, teacher_model=getattr(args, "teacher_model", None),
         base_url=getattr(args, "base_url", None), api_key=getattr(args, "api_key", "EMPTY"),
-        num_generations=args.num_generations, seed=args.seed,
+        num_generations=args.num_generations, seed=args.seed, env=args.env, env_params=dict(args.env_param),
         sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p, seed=args.seed),
         loop=LoopConfig(max_tool_calls=args.max_tool_calls, max_new_tokens=args.max_new_tokens,
                         max_context_tokens=args.max_context_tokens),
@@ -73,6 +73,10 @@ def _run_and_write(args, engine: str, keep=lambda t: True) -> None:
     summary = summarize_by_task(trajs)
     Path(args.out).with_suffix(".summary.json").write_text(json.dumps(summary, indent=2))
     print(format_table(summary))
+    if args.env == "memtool":
+        from .memtool import metrics as memtool_metrics
+
+        print(memtool_metrics.format_table(memtool_metrics.summarize(trajs)))
     print(f"wrote {len(kept)} of {len(trajs)} trajectories to {args.out}")
 
 
@@ -125,10 +129,49 @@ def cmd_inspect(args) -> None:
     print("".join(out))
 
 
+def cmd_eval(args) -> None:
+    from .eval.report import accuracy_table
+    from .eval.run import EvalConfig, evaluate
+
+    flags = dict(models=args.model, tasks=args.tasks.split(",") if args.tasks else None,
+                 modes=args.modes.split(",") if args.modes else None, num=args.num, data=args.data,
+                 split=args.split, out=args.out, engine=args.engine, seed=args.seed,
+                 context_budget=args.context_budget)
+    cfg = EvalConfig.from_yaml(args.config, **flags) if args.config else EvalConfig.from_dict({}, **flags)
+    if args.max_new_tokens:
+        cfg.loop.max_new_tokens = args.max_new_tokens
+    results = evaluate(cfg)
+    print(accuracy_table(results))
+    print(f"wrote results.json, results.md and plots to {cfg.out}")
+
+
 def cmd_sft(args, rest: list[str]) -> None:
     from .train.sft import main as sft_main
 
     sft_main(["--config", args.config, *rest] if args.config else rest)
+
+
+def cmd_rl(args, rest: list[str]) -> None:
+    from .train.rl import main as rl_main
+
+    dry_run = rest[:1] == ["validate"]  # `sculptor-rl rl validate --config X`: check and print the plan only
+    rl_main(["validate"] * dry_run + (["--config", args.config] if args.config else []) + rest[dry_run:])
+
+
+def cmd_serve(args, rest: list[str]) -> None:
+    from .serve.server import main as serve_main
+
+    serve_main(["--config", args.config, *rest] if args.config else rest)
+
+
+def cmd_pipeline(args) -> None:
+    from .pipeline import PipelineConfig, run_pipeline
+
+    cfg = PipelineConfig.from_yaml(args.config)
+    if args.name:
+        cfg.name = args.name
+    root = run_pipeline(cfg, args.only)
+    print(f"run folder: {root}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -147,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     data = sub.add_parser("data", help="tasks").add_subparsers(dest="what", required=True)
     gen = data.add_parser("generate", help="generate tasks offline (deterministic by seed)")
-    gen.add_argument("--task", required=True, help="pi_llm | needlebench | mrcr | babilong")
+    gen.add_argument("--task", required=True, help="pi_llm | needlebench | mrcr | babilong | memtool")
     gen.add_argument("--num", type=int, default=100)
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--out", required=True)
@@ -167,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-new-tokens", type=int, default=512)
     run.add_argument("--max-tool-calls", type=int, default=20)
     run.add_argument("--max-context-tokens", type=int, default=131072)
+    run.add_argument("--env", default="acm", choices=["acm", "memtool"], help="the environment (default: acm)")
+    run.add_argument("--env-param", type=_param, action="append", default=[], metavar="K=V",
+                     help="an environment parameter, e.g. mode=workflow limit=128 (memtool; repeatable)")
 
     ro = sub.add_parser("rollout", parents=[run], help="multi-turn ACM rollouts of a model")
     ro.add_argument("--engine", default="vllm", choices=["vllm", "hf", "openai"])
@@ -196,10 +242,43 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("--plain", action="store_true", help="mark trained text with [[ ]] even on a terminal")
     ins.set_defaults(fn=cmd_inspect)
 
+    ev = sub.add_parser("eval", help="evaluate checkpoints: ACM vs full/truncate/bm25 baselines; tables, plots")
+    ev.add_argument("--config", help="YAML settings (configs/eval/); the flags below override them")
+    ev.add_argument("--model", action="append", help="HF id or checkpoint dir; repeat to compare several "
+                    "(default: the embedded SmolLM2-135M)")
+    ev.add_argument("--tasks", help="comma-separated families (default: pi_llm,needlebench,mrcr,babilong)")
+    ev.add_argument("--modes", help="comma-separated, of acm,full,truncate,bm25 (default: all four)")
+    ev.add_argument("--num", type=int, help="tasks per family (default: 8 generated; all of --data)")
+    ev.add_argument("--data", help="your tasks (.jsonl, .parquet or a datasets name) instead of generated ones")
+    ev.add_argument("--split", help="the datasets split of --data (default: test)")
+    ev.add_argument("--out", help="output directory; runs already in it are skipped (default: runs/eval)")
+    ev.add_argument("--engine", choices=["vllm", "hf"], help="default: vllm")
+    ev.add_argument("--seed", type=int)
+    ev.add_argument("--max-new-tokens", type=int, help="per completion (default: 256)")
+    ev.add_argument("--context-budget", type=int, help="tokens of context truncate and bm25 keep (default: 1500)")
+    ev.set_defaults(fn=cmd_eval)
+
+    pipe = sub.add_parser("pipeline", help="the whole quickstart: data → teachers → SFT → RL → eval → report")
+    pipe.add_argument("--config", default="configs/quickstart.yaml")
+    pipe.add_argument("--name", default=None, help="run name (folder under runs/); default from the config")
+    pipe.add_argument("--only", nargs="+", default=None, metavar="STAGE", help="run only these stages")
+    pipe.set_defaults(fn=cmd_pipeline)
+
     sft = sub.add_parser("sft", help="SFT on samples (TRL SFTTrainer); other flags override the YAML config",
                          add_help=False)
     sft.add_argument("--config", default=None)
     sft.set_defaults(fn=cmd_sft, passthrough=True)
+
+    rl = sub.add_parser("rl", help="GSPO/GRPO with ACM rollouts (TRL GRPOTrainer); `rl validate` checks a config "
+                        "and prints the plan; other flags override the YAML config", add_help=False)
+    rl.add_argument("--config", default=None)
+    rl.set_defaults(fn=cmd_rl, passthrough=True)
+
+    srv = sub.add_parser("serve", help="OpenAI-compatible server running the ACM agent loop (sculptor-rl serve "
+                         "--model CKPT [--engine vllm|hf] [--host] [--port] [--api-key]; --help for all)",
+                         add_help=False)
+    srv.add_argument("--config", default=None)
+    srv.set_defaults(fn=cmd_serve, passthrough=True)
     return p
 
 

@@ -1,13 +1,17 @@
-"""Aggregate metrics over trajectories (per task family and overall)."""
+"""Aggregate metrics over trajectories (overall, per task family, per any grouping such as length bucket).
+
+The one place metrics are defined: rollouts, collection and evaluation all report these numbers.
+"""
 
 from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from typing import Callable
 
 from .trajectory import Trajectory
 
-__all__ = ["summarize", "summarize_by_task", "tool_entropy", "format_table"]
+__all__ = ["summarize", "summarize_by", "summarize_by_task", "tool_entropy", "format_table"]
 
 
 def tool_entropy(counts: Counter) -> float:
@@ -25,27 +29,37 @@ def summarize(trajs: list[Trajectory], correct_threshold: float = 1.0) -> dict:
     tools = sum((t.tool_counts for t in trajs), Counter())
     return {
         "n": n,
-        "accuracy": sum(t.score for t in trajs) / n,
+        "accuracy": sum(t.score for t in trajs) / n,  # mean task score (partial credit where the task gives it)
         "correct": sum(t.score >= correct_threshold for t in trajs) / n,
         "reward": sum(t.reward for t in trajs) / n,
         # a step is format-valid when every call in it parsed and named a known tool
         "format_valid_steps": sum(not any(c["format_error"] for c in s.calls) for s in steps) / len(steps),
-        "valid_calls": sum(c["ok"] for c in calls) / len(calls) if calls else float("nan"),
+        "format_error_rate": sum(t.format_errors > 0 for t in trajs) / n,  # rollouts with a format error
+        "valid_calls": sum(c["ok"] for c in calls) / len(calls) if calls else None,
         "tool_calls_per_task": len(calls) / n,
-        "tool_counts": dict(tools),
+        "tool_calls_per_tool": {name: c / n for name, c in sorted(tools.items())},
+        "tool_counts": dict(sorted(tools.items())),
         "tool_entropy": tool_entropy(tools),
+        "context_tokens_before": sum(t.context_tokens_before for t in trajs) / n,
+        "context_tokens_after": sum(t.context_tokens_after for t in trajs) / n,
         "context_reduction": sum(t.context_reduction for t in trajs) / n,
         "generated_tokens": sum(t.generated_tokens for t in trajs) / n,
         "stop_reasons": dict(Counter(t.stop_reason for t in trajs)),
     }
 
 
-def summarize_by_task(trajs: list[Trajectory], correct_threshold: float = 1.0) -> dict[str, dict]:
+def summarize_by(trajs: list[Trajectory], key: Callable[[Trajectory], str],
+                 correct_threshold: float = 1.0) -> dict[str, dict]:
+    """One summary per group, groups named by `key(trajectory)` (e.g. its task, or its length bucket)."""
     groups: dict[str, list[Trajectory]] = defaultdict(list)
     for t in trajs:
-        groups[t.task].append(t)
-    out = {task: summarize(g, correct_threshold) for task, g in sorted(groups.items())}
-    if len(groups) > 1:
+        groups[key(t)].append(t)
+    return {name: summarize(g, correct_threshold) for name, g in sorted(groups.items())}
+
+
+def summarize_by_task(trajs: list[Trajectory], correct_threshold: float = 1.0) -> dict[str, dict]:
+    out = summarize_by(trajs, lambda t: t.task, correct_threshold)
+    if len(out) > 1:
         out["all"] = summarize(trajs, correct_threshold)
     return out
 

@@ -9,6 +9,7 @@ from .acm import Workspace
 from .agent.chat import ChatFormat
 from .agent.loop import LoopConfig, run_rollouts
 from .engines import SamplingConfig, make_engine
+from .envs import acm_env, make_env_factory
 from .models import resolve_model
 from .rewards import RewardConfig
 from .trajectory import Trajectory
@@ -27,15 +28,12 @@ class RolloutConfig:
     api_key: str = "EMPTY"
     num_generations: int = 1
     seed: int = 0
+    env: str = "acm"  # acm | memtool (sculptor_rl.envs)
+    env_params: dict = field(default_factory=dict)  # the environment's parameters, e.g. {"mode": "workflow"}
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     engine_kwargs: dict = field(default_factory=dict)  # passed to the engine (e.g. gpu_memory_utilization)
-
-
-def acm_env(seed: int):
-    """An environment factory: a fresh ACM workspace per rollout, ids seeded by run seed and rollout index."""
-    return lambda task, index: Workspace(task["messages"], seed=seed * 1_000_003 + index)
 
 
 def rollout(tasks: list[dict], cfg: RolloutConfig, fmt: ChatFormat | None = None, engine=None,
@@ -52,5 +50,5 @@ def rollout(tasks: list[dict], cfg: RolloutConfig, fmt: ChatFormat | None = None
             kwargs.update(base_url=cfg.base_url, api_key=cfg.api_key)
         model = cfg.teacher_model if cfg.engine == "openai" else policy
         engine = make_engine(cfg.engine, model, fmt, cfg.sampling, tools=Workspace.tools, **kwargs)
-    return run_rollouts(tasks, engine, fmt, acm_env(cfg.seed), cfg.loop, cfg.reward, cfg.num_generations,
-                        progress=progress)
+    make_env = make_env_factory(cfg.env, cfg.seed, **cfg.env_params)
+    return run_rollouts(tasks, engine, fmt, make_env, cfg.loop, cfg.reward, cfg.num_generations, progress=progress)

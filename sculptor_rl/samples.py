@@ -17,11 +17,11 @@ reported bug in peer RL stacks, would fail here loudly instead of training on a 
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from .jsonl import read_jsonl, write_jsonl
 from .trajectory import Trajectory
 
 __all__ = ["Sample", "DriftError", "build_samples", "write_samples", "read_samples"]
@@ -74,19 +74,8 @@ def build_samples(traj: Trajectory, tool_ids=None) -> list[Sample]:
 
 
 def write_samples(samples: Iterable[Sample], path: str | Path) -> int:
-    n = 0
-    with open(path, "w") as f:
-        for s in samples:
-            f.write(json.dumps(asdict(s)) + "\n")
-            n += 1
-    return n
+    return write_jsonl((asdict(s) for s in samples), path)
 
 
 def read_samples(path: str | Path) -> Iterator[Sample]:
-    with open(path) as f:
-        for lineno, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    yield Sample(**json.loads(line))
-                except (TypeError, json.JSONDecodeError) as e:
-                    raise ValueError(f"{path}:{lineno}: not a sample record ({e})") from e
+    return read_jsonl(path, lambda d: Sample(**d), "sample record")

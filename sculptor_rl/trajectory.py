@@ -7,11 +7,12 @@ Prompt ids are stored compactly: a step's prompt usually extends the previous st
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
+
+from .jsonl import read_jsonl, write_jsonl
 
 __all__ = ["Step", "Trajectory", "write_trajectories", "read_trajectories"]
 
@@ -24,11 +25,13 @@ class Step:
     text: str
     finish_reason: str = "stop"
     calls: list[dict] = field(default_factory=list)  # name, arguments, ok, modified, format_error, result
+    next_turn: bool = False  # a completion without calls after which the env went on with a new user turn
 
     @property
     def modified(self) -> bool:
-        """Did a call in this completion modify the context? (Algorithm 1 starts a new sample after it.)"""
-        return any(c["modified"] for c in self.calls)
+        """Did a call in this completion modify the context, or the env restart the prompt after it (a new
+        turn)? Algorithm 1 starts a new sample after it."""
+        return self.next_turn or any(c["modified"] for c in self.calls)
 
 
 @dataclass
@@ -44,6 +47,7 @@ class Trajectory:
     context_tokens_after: int  # the same messages as rendered at the end
     reward: float = 0.0
     rollout_id: str = ""
+    info: dict = field(default_factory=dict)  # the environment's own record (Env.info()), e.g. tools per turn
 
     def prompt_ids(self, t: int) -> list[int]:
         return self.steps[t].prompt_ids
@@ -109,19 +113,8 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 
 def write_trajectories(trajectories: Iterable[Trajectory], path: str | Path) -> int:
-    n = 0
-    with open(path, "w") as f:
-        for traj in trajectories:
-            f.write(json.dumps(traj.to_json(), ensure_ascii=False) + "\n")
-            n += 1
-    return n
+    return write_jsonl((t.to_json() for t in trajectories), path)
 
 
 def read_trajectories(path: str | Path) -> Iterator[Trajectory]:
-    with open(path) as f:
-        for lineno, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    yield Trajectory.from_json(json.loads(line))
-                except (KeyError, TypeError, json.JSONDecodeError) as e:
-                    raise ValueError(f"{path}:{lineno}: not a trajectory record ({e})") from e
+    return read_jsonl(path, Trajectory.from_json, "trajectory record")

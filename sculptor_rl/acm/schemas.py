@@ -20,114 +20,54 @@ def _tool(name: str, description: str, properties: dict[str, dict]) -> dict:
     return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
 
 
+# Descriptions are kept short on purpose: the schemas are part of every prompt (and of every training sample).
+_FRAGMENT_ID = {"type": "string", "description": "Fragment id (f + 5 characters)."}
 TOOL_SCHEMAS: list[dict] = [
     _tool(
         "fragment_context",
-        "Split a span of the conversation into fragments that you can then fold, summarize or restore by id. "
-        "The span runs from start_marker to the first end_marker after it (both included), in the first message "
-        "of the chosen role that contains them. Markers are case-sensitive exact substrings of the original "
-        "message text (copy them verbatim; tags and summaries do not count). The span is cut into about equal "
-        "pieces at line breaks, else sentence ends, else spaces, and each piece is shown wrapped in "
-        '<fragment id="f.....">...</fragment>. Spans may not overlap existing fragments. '
-        "Returns the new fragment ids with their sizes and a preview of each.",
+        "Split the text from start_marker to end_marker (both included) into fragments, each shown as "
+        '<fragment id="f.....">…</fragment>, that you can then fold, summarize or restore. Markers are exact, '
+        "case-sensitive substrings of the original text. Returns the fragment ids with previews.",
         {
-            "start_marker": {
-                "type": "string",
-                "minLength": 1,
-                "description": "Exact text where the span starts (included).",
-            },
-            "end_marker": {
-                "type": "string",
-                "minLength": 1,
-                "description": "Exact text where the span ends (included), after start_marker in the same message.",
-            },
-            "num_fragments": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": 20,
-                "default": 5,
-                "description": "Number of pieces to cut the span into (fewer if the span is too short).",
-            },
-            "role": {
-                "type": "string",
-                "enum": _ROLE_ENUM,
-                "default": "user",
-                "description": "Messages to look in: user, assistant, or all (any role).",
-            },
+            "start_marker": {"type": "string", "minLength": 1, "description": "Exact text where the span starts."},
+            "end_marker": {"type": "string", "minLength": 1, "description": "Exact text where the span ends."},
+            "num_fragments": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
+            "role": {"type": "string", "enum": _ROLE_ENUM, "default": "user"},
         },
     ),
     _tool(
         "fold_fragment",
-        'Hide a fragment\'s text: it is shown as one line <fragment id="f....." folded chars=N /> until restored. '
-        "The text is kept and stays findable with search_context. Returns a confirmation.",
-        {"fragment_id": {"type": "string", "description": "Fragment id (f + 5 characters) from fragment_context."}},
+        "Hide a fragment's text behind a one-line marker. The text is kept and stays searchable.",
+        {"fragment_id": _FRAGMENT_ID},
     ),
     _tool(
         "summarize_fragment",
-        "Show a fragment as a short summary focused on `focus` instead of its full text: "
-        '<fragment id="f....." summary focus="...">summary</fragment>. The text is kept, stays findable with '
-        "search_context and comes back with restore_fragment. Returns a confirmation.",
-        {
-            "fragment_id": {"type": "string", "description": "Fragment id (f + 5 characters) from fragment_context."},
-            "focus": {
-                "type": "string",
-                "minLength": 1,
-                "description": "What the summary must keep (e.g. the facts you need).",
-            },
-        },
+        "Show a fragment as a short summary that keeps what `focus` names. The text is kept and stays searchable.",
+        {"fragment_id": _FRAGMENT_ID, "focus": {"type": "string", "minLength": 1}},
     ),
     _tool(
         "restore_fragment",
-        "Show a folded or summarized fragment's original text again. It keeps its id and tag, so it can be folded "
-        "again later. Returns a confirmation.",
-        {"fragment_id": {"type": "string", "description": "Fragment id (f + 5 characters) from fragment_context."}},
+        "Show a folded or summarized fragment's original text again.",
+        {"fragment_id": _FRAGMENT_ID},
     ),
     _tool(
         "search_context",
-        "Find text in the conversation like Ctrl+F: exact substring, case-insensitive, over the original text "
-        "(text inside folded or summarized fragments is found too). Returns the number of matches and, for each "
-        "shown match (earliest first), a search id (s + 5 characters), its message index, the fragment it lies "
-        "in (if any) and the surrounding text with the match in «».",
+        "Find text like Ctrl+F (exact substring, any case) in the original text, folded fragments included. "
+        "Returns each match's search id (s + 5 characters), message, fragment and surrounding text.",
         {
-            "query": {
-                "type": "string",
-                "minLength": 1,
-                "description": "Text to find (exact substring, case-insensitive).",
-            },
-            "role": {
-                "type": "string",
-                "enum": _ROLE_ENUM,
-                "default": "user",
-                "description": "Messages to search: user, assistant, or all (any role, tool results included).",
-            },
-            "max_results": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": 50,
-                "default": 10,
-                "description": "Maximum number of matches to show.",
-            },
-            "context_size": {
-                "type": "integer",
-                "minimum": 50,
-                "maximum": 1000,
-                "default": 200,
-                "description": "Characters of surrounding text shown on each side of a match.",
-            },
+            "query": {"type": "string", "minLength": 1},
+            "role": {"type": "string", "enum": _ROLE_ENUM, "default": "user"},
+            "max_results": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10},
+            "context_size": {"type": "integer", "minimum": 50, "maximum": 1000, "default": 200,
+                             "description": "Characters shown on each side of a match."},
         },
     ),
     _tool(
         "get_search_detail",
-        "Show a wider window of original text around one match found by search_context.",
+        "Show more text around one match of search_context.",
         {
-            "search_id": {"type": "string", "description": "Search id (s + 5 characters) from search_context."},
-            "extended_context": {
-                "type": "integer",
-                "minimum": 100,
-                "maximum": 2000,
-                "default": 500,
-                "description": "Characters of text shown on each side of the match.",
-            },
+            "search_id": {"type": "string"},
+            "extended_context": {"type": "integer", "minimum": 100, "maximum": 2000, "default": 500},
         },
     ),
 ]

@@ -25,6 +25,19 @@ __all__ = ["Env", "LoopConfig", "run_rollouts"]
 
 
 class Env(Protocol):
+    """`tools` are read at every step (they may change: the head of the prompt is re-rendered with them).
+    `original()` is `render()` before any in-place rewrite (index-aligned with it).
+
+    Optional hooks, used when an environment has them (the ACM workspace has none):
+    - `on_answer(text) -> bool`: a completion without tool calls ended a step of a longer session; True when the
+      env has appended the next user turn and the rollout goes on. The prompt then restarts from `render()`
+      (re-rendered by the chat template), so the env may rewrite or drop earlier messages at that point (a
+      history window), and Algorithm 1 closes a sample at that completion.
+    - `score() -> float`: the rollout's score when the env, not the task's scorer, knows it (all of a
+      session's answers), `info() -> dict`: the env's own record of the rollout (`Trajectory.info`),
+      `reward(traj, reward_cfg) -> float`: its reward instead of `compute_reward`.
+    """
+
     tools: list[dict]
 
     def render(self) -> list[dict]: ...
@@ -49,7 +62,8 @@ class _Live:
     rollout_id: str
     task: dict
     env: Env
-    q_len: int
+    q_len: int  # messages rendered into the head: the task's, or all of them when the env went on (on_answer)
+    base: int = 0  # the first step whose completion follows the head (earlier ones are rendered inside it)
     steps: list[Step] = field(default_factory=list)
     asst_index: list[int] = field(default_factory=list)  # message index of each step's assistant turn
     tool_calls: int = 0
@@ -66,8 +80,8 @@ def _prompt_ids(r: _Live, fmt: ChatFormat, head_cache: dict) -> list[int]:
         head_cache[key] = fmt.head_ids(q, r.env.tools)
     ids = list(head_cache[key])
     bounds = r.asst_index + [len(shown)]
-    for t, step in enumerate(r.steps):
-        a = r.asst_index[t]
+    for t in range(r.base, len(r.steps)):
+        step, a = r.steps[t], r.asst_index[t]
         if shown[a]["content"] == orig[a]["content"]:
             ids += step.completion_ids
             if not step.completion_ids or step.completion_ids[-1] not in fmt.stop_ids:
@@ -80,9 +94,9 @@ def _prompt_ids(r: _Live, fmt: ChatFormat, head_cache: dict) -> list[int]:
 
 def _run_calls(r: _Live, calls: list[ToolCall], cfg: LoopConfig) -> list[dict]:
     """Execute one completion's calls in order; a malformed block is answered with an error message."""
-    known = {t["function"]["name"] for t in r.env.tools}
     records = []
     for call in calls:
+        known = {t["function"]["name"] for t in r.env.tools}  # an earlier call may have changed the tools
         if r.tool_calls == cfg.max_tool_calls:
             r.stop = "max_tool_calls"
             break
@@ -128,7 +142,7 @@ def run_rollouts(
                 r.stop = "max_context_tokens"
                 continue
             requests.append(Request(prompt_ids=ids, messages=r.env.render(), task=r.task,
-                                    max_new_tokens=min(cfg.max_new_tokens, room)))
+                                    max_new_tokens=min(cfg.max_new_tokens, room), tools=r.env.tools))
             ready.append(r)
         completions: list[Completion] = engine.generate(requests) if requests else []
         for r, req, out in zip(ready, requests, completions):
@@ -142,6 +156,9 @@ def run_rollouts(
             r.steps.append(step)
             if parsed.calls:
                 step.calls = _run_calls(r, parsed.calls, cfg)
+            elif hasattr(r.env, "on_answer") and r.env.on_answer(out.text):
+                step.next_turn = True
+                r.base, r.q_len = len(r.steps), len(r.env.render())
             else:
                 r.stop = "answer"
         active = [r for r in active if r.stop is None]
@@ -155,14 +172,17 @@ def run_rollouts(
 
 def _finish(r: _Live, fmt: ChatFormat, reward_cfg: RewardConfig) -> Trajectory:
     answer = r.steps[-1].text if r.stop == "answer" else None
-    score = score_task(r.task, answer) if answer is not None else 0.0
+    if hasattr(r.env, "score"):
+        score = r.env.score()
+    else:  # a task without an answer (a served request) is not scored
+        score = score_task(r.task, answer) if answer is not None and r.task.get("answer") is not None else 0.0
     shown, orig = r.env.render(), r.env.original()
     traj = Trajectory(
         task_id=r.task["id"], task=r.task["task"], steps=r.steps, messages=shown, answer=answer, score=score,
         stop_reason=r.stop or "max_context_tokens",
         context_tokens_before=sum(len(fmt.encode(m["content"])) for m in orig[: r.q_len]),
         context_tokens_after=sum(len(fmt.encode(m["content"])) for m in shown[: r.q_len]),
-        rollout_id=r.rollout_id,
+        rollout_id=r.rollout_id, info=r.env.info() if hasattr(r.env, "info") else {},
     )
-    traj.reward = compute_reward(traj, reward_cfg)
+    traj.reward = r.env.reward(traj, reward_cfg) if hasattr(r.env, "reward") else compute_reward(traj, reward_cfg)
     return traj

@@ -22,6 +22,8 @@ class Request:
     messages: list[dict]  # chat engines (OpenAI-compatible, scripted teachers) use the rendered messages
     task: dict  # scripted teachers read the question; engines that generate from text ignore it
     max_new_tokens: int
+    sampling: SamplingConfig | None = None  # overrides the engine's for this request (a served client's temperature)
+    tools: list[dict] | None = None  # the tool schemas the model holds at this step (they may change between steps)
 
 
 @dataclass

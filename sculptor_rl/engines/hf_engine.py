@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 
 from .base import Completion, Request, SamplingConfig
 
 
 class HFEngine:
-    def __init__(self, model: str, tokenizer, stop_ids: list[int], sampling: SamplingConfig = SamplingConfig(),
+    def __init__(self, model, tokenizer, stop_ids: list[int], sampling: SamplingConfig = SamplingConfig(),
                  batch_size: int = 8, dtype: str = "auto", device: str | None = None):
+        """`model`: an HF id or path, or a loaded model (RL's `hf` engine generates with the policy being trained)."""
         from transformers import AutoModelForCausalLM
 
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype).to(self.device).eval()
+        if isinstance(model, str):
+            device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+            model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype).to(device)
+        self.model = model.eval()
+        self.device = self.model.device
         self.max_model_len = getattr(self.model.config, "max_position_embeddings", None)
         self.tokenizer, self.stop_ids = tokenizer, list(stop_ids)
         self.sampling, self.batch_size = sampling, batch_size
@@ -23,12 +29,14 @@ class HFEngine:
     @torch.no_grad()
     def generate(self, requests: list[Request]) -> list[Completion]:
         out: list[Completion] = []
-        for i in range(0, len(requests), self.batch_size):
-            out += self._batch(requests[i : i + self.batch_size])
+        # one `generate` call samples one way: split the batch into runs of requests with the same settings
+        for s, run in itertools.groupby(requests, key=lambda r: r.sampling or self.sampling):
+            run = list(run)
+            for i in range(0, len(run), self.batch_size):
+                out += self._batch(run[i : i + self.batch_size], s)
         return out
 
-    def _batch(self, requests: list[Request]) -> list[Completion]:
-        s = self.sampling
+    def _batch(self, requests: list[Request], s: SamplingConfig) -> list[Completion]:
         width = max(len(r.prompt_ids) for r in requests)
         ids = torch.full((len(requests), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros_like(ids)

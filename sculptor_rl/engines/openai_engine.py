@@ -39,9 +39,10 @@ class OpenAIEngine:
         self.max_model_len, self.concurrency = max_model_len, concurrency
 
     def _one(self, r: Request) -> Completion:
-        s = self.sampling
+        s = r.sampling or self.sampling
+        tools = r.tools if r.tools is not None else self.tools  # the env's tools at this step
         resp = self.client.chat.completions.create(
-            model=self.model, messages=to_chat_messages(r.messages), tools=self.tools or None,
+            model=self.model, messages=to_chat_messages(r.messages), tools=tools or None,
             temperature=s.temperature, top_p=s.top_p, max_tokens=r.max_new_tokens, seed=s.seed,
         )
         choice = resp.choices[0]

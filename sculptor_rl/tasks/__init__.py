@@ -19,19 +19,24 @@ Token counts are chars/4 estimates (no tokenizer dependency); `context_tokens` p
 
 from __future__ import annotations
 
+from ..memtool import sessions as memtool_sessions
 from . import babilong, mrcr, needlebench, pi_llm
 
-FAMILIES = {module.NAME: module for module in (pi_llm, needlebench, mrcr, babilong)}
+FAMILIES = {module.NAME: module for module in (pi_llm, needlebench, mrcr, babilong)}  # long-context: the ACM env's
+# ... and the other environments' families (memtool sessions, scored by their env): all that generate/load accept
+ALL_FAMILIES = {**FAMILIES, memtool_sessions.NAME: memtool_sessions}
 
-from .io import load_tasks, write_jsonl, write_parquet  # noqa: E402 (io needs FAMILIES)
+from ..jsonl import write_jsonl  # noqa: E402
+from .io import load_tasks, write_parquet  # noqa: E402 (io needs FAMILIES)
 
-__all__ = ["FAMILIES", "generate", "load_tasks", "render_answer", "score", "write_jsonl", "write_parquet"]
+__all__ = ["ALL_FAMILIES", "FAMILIES", "generate", "load_tasks", "render_answer", "score", "write_jsonl",
+           "write_parquet"]
 
 
 def family(task: str):
-    if task not in FAMILIES:
-        raise ValueError(f"unknown task {task!r} (known: {', '.join(sorted(FAMILIES))})")
-    return FAMILIES[task]
+    if task not in ALL_FAMILIES:
+        raise ValueError(f"unknown task {task!r} (known: {', '.join(sorted(ALL_FAMILIES))})")
+    return ALL_FAMILIES[task]
 
 
 def generate(task: str, num: int, seed: int = 0, **params) -> list[dict]:

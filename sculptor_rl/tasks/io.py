@@ -12,18 +12,11 @@ import json
 from pathlib import Path
 from collections.abc import Iterable, Iterator
 
-from . import FAMILIES
+from ..jsonl import iter_jsonl
+from . import ALL_FAMILIES
 
 REQUIRED = ("id", "task", "messages", "answer")
 ROLES = ("system", "user", "assistant", "tool")
-
-
-def write_jsonl(records: Iterable[dict], path: str | Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as f:
-        for record in records:
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
 def write_parquet(records: Iterable[dict], path: str | Path) -> None:
@@ -44,7 +37,7 @@ def load_tasks(source: str | Path, split: str = "train", limit: int | None = Non
     only there). At most `limit` records, in order."""
     source = str(source)
     if source.endswith(".jsonl"):
-        rows = _jsonl_rows(source)
+        rows = iter_jsonl(source)
     elif source.endswith(".parquet"):
         rows = _parquet_rows(source)
     else:
@@ -71,8 +64,8 @@ def validate(record, where: str = "record") -> dict:
     for field in ("id", "task"):
         if not isinstance(record[field], str) or not record[field]:
             raise ValueError(f"{where}: field {field!r} must be a non-empty string, got {record[field]!r}")
-    if record["task"] not in FAMILIES:
-        raise ValueError(f"{where}: unknown task {record['task']!r} (known: {', '.join(sorted(FAMILIES))})")
+    if record["task"] not in ALL_FAMILIES:
+        raise ValueError(f"{where}: unknown task {record['task']!r} (known: {', '.join(sorted(ALL_FAMILIES))})")
     messages = record["messages"]
     if not isinstance(messages, list) or not messages:
         raise ValueError(f"{where}: field 'messages' must be a non-empty list")
@@ -101,17 +94,6 @@ def _decode(row, where: str):
         row["messages"] = [{k: v for k, v in m.items() if v is not None} if isinstance(m, dict) else m
                            for m in row["messages"]]
     return row
-
-
-def _jsonl_rows(path: str) -> Iterator[tuple[str, object]]:
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield f"{path} line {number}", json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path} line {number}: invalid JSON ({e.msg} at column {e.colno})") from None
 
 
 def _parquet_rows(path: str) -> Iterator[tuple[str, object]]:

@@ -1,8 +1,10 @@
 """Scripted teachers: stateless policies that solve each task family with the ACM tools (SFT data without a
 strong model endpoint).
 
-A teacher is `teacher(task, messages) -> str`. `messages` is the conversation as the model sees it now (the
-rendered workspace: system, user, then the assistant and tool messages so far); the return value is the next
+A teacher is `teacher(task, messages, tools=None) -> str`. `messages` is the conversation as the model sees it
+now (the rendered workspace: system, user, then the assistant and tool messages so far) and `tools` the tool
+schemas it holds (the ACM teachers need not read them; memtool's, `sculptor_rl.memtool.teacher`, registered
+here too, reads its loaded tools there); the return value is the next
 assistant completion: Hermes tool calls (`format_tool_call`, several per completion, run in order) or the
 final answer. Its state is read back from the conversation (the calls it made, their results). It may use
 `task["meta"]` for what the question asks about (keys, person, request) but never `task["answer"]`: the final
@@ -42,6 +44,8 @@ from dataclasses import dataclass
 from collections.abc import Callable
 
 from ..agent.toolcalls import HermesParser, ToolCall, format_tool_call
+from ..memtool import sessions as memtool_sessions
+from ..memtool.teacher import teach as memtool_teach
 from . import babilong, mrcr, needlebench, pi_llm
 from .common import context_bounds, render_value
 
@@ -199,12 +203,14 @@ STRATEGIES = {
     mrcr.NAME: Strategy(_once(lambda t: [t["meta"]["request"]]), _mrcr_keep, _mrcr_answer, min_gap=1),
     babilong.NAME: Strategy(_once(lambda t: [t["meta"]["person"]]), _babi_keep, _babi_answer),
 }
-TEACHERS: dict[str, Callable[[dict, list[dict]], str]] = {
-    name: (lambda task, messages, s=strategy: _policy(s, task, messages)) for name, strategy in STRATEGIES.items()
+TEACHERS: dict[str, Callable[..., str]] = {
+    **{name: (lambda task, messages, tools=None, s=strategy: _policy(s, task, messages))
+       for name, strategy in STRATEGIES.items()},
+    memtool_sessions.NAME: memtool_teach,
 }
 
 
-def teacher_for(task_name: str) -> Callable[[dict, list[dict]], str]:
+def teacher_for(task_name: str) -> Callable[..., str]:
     if task_name not in TEACHERS:
         raise ValueError(f"no scripted teacher for task {task_name!r} (have: {', '.join(sorted(TEACHERS))})")
     return TEACHERS[task_name]

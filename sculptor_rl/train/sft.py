@@ -14,10 +14,13 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
 from trl import SFTConfig, SFTTrainer, TrlParser
 
 from ..models import resolve_model
 from ..samples import read_samples
+from .curves import CurvesCallback
+from .masked_lm import masked_token_logprobs
 
 log = logging.getLogger(__name__)
 
@@ -26,11 +29,23 @@ log = logging.getLogger(__name__)
 class SculptorSFTConfig(SFTConfig):
     model: str | None = field(default=None, metadata={"help": "HF id or path; default: the embedded SmolLM2-135M"})
     samples: str = field(default="", metadata={"help": "samples .jsonl made by `sculptor-rl samples`"})
+    max_length: int | None = field(default=None, metadata={"help": "longer samples are dropped; None: the "
+                                                                     "model's context length"})
     use_peft: bool = field(default=False, metadata={"help": "train LoRA adapters (merged into the saved model)"})
     lora_r: int = 16
     lora_alpha: int = 32
     lora_dropout: float = 0.05
     lora_target_modules: list[str] = field(default_factory=lambda: ["all-linear"])
+
+
+class MaskedSFTTrainer(SFTTrainer):
+    """SFTTrainer whose loss runs the LM head only on trained positions (see `masked_lm`)."""
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        logp, mask = masked_token_logprobs(model, inputs["input_ids"], inputs.get("attention_mask"), inputs["labels"])
+        tokens = mask.sum() if num_items_in_batch is None else num_items_in_batch
+        loss = -logp.sum() / torch.as_tensor(tokens).clamp(min=1)
+        return (loss, None) if return_outputs else loss
 
 
 def load_sample_dataset(path: str, max_length: int | None):
@@ -42,13 +57,14 @@ def load_sample_dataset(path: str, max_length: int | None):
     if not rows:
         raise ValueError(f"{path} holds no samples")
     kept = [r for r in rows if max_length is None or len(r["input_ids"]) <= max_length]
+    if not kept:
+        raise ValueError(f"all {len(rows)} samples in {path} are longer than max_length={max_length}")
     if len(kept) < len(rows):
         log.warning("dropped %d of %d samples longer than max_length=%d", len(rows) - len(kept), len(rows), max_length)
     return Dataset.from_list(kept)
 
 
 def train(cfg: SculptorSFTConfig) -> Path:
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if not cfg.samples:
@@ -66,8 +82,8 @@ def train(cfg: SculptorSFTConfig) -> Path:
         peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                                  target_modules=targets[0] if targets == ["all-linear"] else targets,
                                  task_type="CAUSAL_LM")
-    trainer = SFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tokenizer,
-                         peft_config=peft_config)
+    trainer = MaskedSFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tokenizer,
+                         peft_config=peft_config, callbacks=[CurvesCallback()])
     resume = _last_checkpoint(cfg.output_dir) if cfg.resume_from_checkpoint is None else cfg.resume_from_checkpoint
     if resume:
         log.info("resuming from %s", resume)

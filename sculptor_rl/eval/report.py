@@ -1,0 +1,136 @@
+"""Evaluation reports: `results.json`, `results.md` (a table shaped like the paper's Table 2, then details per
+task, per length bucket and per tool) and two PNG plots (accuracy vs context length; tool-usage distribution).
+
+`results` is what `sculptor_rl.eval.run.evaluate` returns: {tasks, models, modes, runs, config}, one run per
+model × mode with its summary per task (and per bucket within a task) from `sculptor_rl.metrics`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from ..acm import TOOL_SCHEMAS
+
+log = logging.getLogger(__name__)
+
+__all__ = ["write_report", "markdown", "accuracy_table"]
+
+TITLES = {"pi_llm": "PI-LLM", "needlebench": "NeedleBench", "mrcr": "MRCR", "babilong": "BABILong"}
+TOOLS = [s["function"]["name"] for s in TOOL_SCHEMAS]
+
+
+def write_report(results: dict, out: str | Path) -> None:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    (out / "results.md").write_text(markdown(results))
+    plot_accuracy_vs_length(results, out / "accuracy_vs_length.png")
+    if any(run["mode"] == "acm" for run in results["runs"]):
+        plot_tool_usage(results, out / "tool_usage.png")
+    log.info("wrote results.json, results.md and plots to %s", out)
+
+
+def _row(cells) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _table(header: list[str], rows: list[list]) -> str:
+    return "\n".join([_row(header), _row(["---"] * len(header)), *(_row(r) for r in rows)])
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f}"
+
+
+def accuracy_table(results: dict) -> str:
+    """Rows model × mode, columns the task families and their average: accuracy in % (the paper's Table 2)."""
+    tasks = results["tasks"]
+    rows = [[run["model"], run["mode"], *(_pct(run["tasks"][t]["accuracy"]) for t in tasks), _pct(run["average"])]
+            for run in results["runs"]]
+    return _table(["Model", "Mode", *(TITLES.get(t, t) for t in tasks), "Avg."], rows)
+
+
+def _details(results: dict) -> str:
+    header = ["Model", "Mode", "Task", "n", "Acc. %", "Correct %", "Reward", "Format err. %", "Tool calls",
+              "Tool entropy", "Ctx tokens before", "after", "Reduction %", "Gen. tokens", "Wall s"]
+    rows = []
+    for run in results["runs"]:
+        for task, s in run["tasks"].items():
+            rows.append([run["model"], run["mode"], task, s["n"], _pct(s["accuracy"]), _pct(s["correct"]),
+                         f"{s['reward']:.2f}", _pct(s["format_error_rate"]), f"{s['tool_calls_per_task']:.2f}",
+                         f"{s['tool_entropy']:.2f}", f"{s['context_tokens_before']:.0f}",
+                         f"{s['context_tokens_after']:.0f}", _pct(s["context_reduction"]),
+                         f"{s['generated_tokens']:.0f}", f"{s['wall_time']:.0f}"])
+    return _table(header, rows)
+
+
+def _buckets(results: dict) -> str:
+    rows = [[run["model"], run["mode"], task, bucket, b["n"], f"{b['context_tokens_before']:.0f}",
+             _pct(b["accuracy"]), _pct(b["context_reduction"])]
+            for run in results["runs"] for task, s in run["tasks"].items()
+            for bucket, b in sorted(s["buckets"].items(), key=lambda kv: kv[1]["context_tokens_before"])]
+    return _table(["Model", "Mode", "Task", "Bucket", "n", "Ctx tokens", "Acc. %", "Reduction %"], rows)
+
+
+def _tools(results: dict) -> str:
+    rows = [[run["model"], task, *(f"{s['tool_calls_per_tool'].get(name, 0):.2f}" for name in TOOLS)]
+            for run in results["runs"] if run["mode"] == "acm" for task, s in run["tasks"].items()]
+    return _table(["Model", "Task", *TOOLS], rows)
+
+
+def markdown(results: dict) -> str:
+    parts = ["# Evaluation", "## Accuracy (%)", accuracy_table(results),
+             "Accuracy is the mean task score: exact match (PI-LLM: the fraction of keys right; MRCR: the "
+             "similarity ratio to the true reply).",
+             "## Per task", _details(results),
+             "Format err.: rollouts with an unparseable call or an unknown tool. Tool calls: per task. Ctx tokens: "
+             "the task's messages before and after context management (truncate/bm25: what they kept). "
+             "Wall s: the task family's rollouts, run as one batch.",
+             "## Per length bucket", _buckets(results)]
+    if any(run["mode"] == "acm" for run in results["runs"]):
+        parts += ["## Tool calls per task, by tool (acm)", _tools(results)]
+    return "\n\n".join(parts) + "\n"
+
+
+def _label(results: dict, run: dict) -> str:
+    return run["mode"] if len(results["models"]) == 1 else f"{run['model']} · {run['mode']}"
+
+
+def plot_accuracy_vs_length(results: dict, path: Path) -> None:
+    """One panel per task family: accuracy per length bucket (x: mean context tokens), one line per run."""
+    from matplotlib.figure import Figure
+
+    tasks = results["tasks"]
+    fig = Figure(figsize=(4.2 * len(tasks), 3.6), layout="constrained")
+    axes = fig.subplots(1, len(tasks), sharey=True, squeeze=False)[0]
+    for ax, task in zip(axes, tasks):
+        for run in results["runs"]:
+            points = sorted((b["context_tokens_before"], 100 * b["accuracy"])
+                            for b in run["tasks"][task]["buckets"].values())
+            ax.plot(*zip(*points), marker="o", label=_label(results, run))
+        ax.set(title=TITLES.get(task, task), xlabel="context tokens", ylim=(-5, 105))
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("accuracy (%)")
+    axes[-1].legend(fontsize="small")
+    fig.savefig(path, dpi=120)
+
+
+def plot_tool_usage(results: dict, path: Path) -> None:
+    """Calls per task of each ACM tool (all task families together), one bar per model's acm run."""
+    from matplotlib.figure import Figure
+
+    runs = [run for run in results["runs"] if run["mode"] == "acm"]
+    fig = Figure(figsize=(8, 3.8), layout="constrained")
+    ax = fig.subplots()
+    width = 0.8 / len(runs)
+    for k, run in enumerate(runs):
+        per_tool = run["overall"]["tool_calls_per_tool"]
+        ax.bar([i + k * width for i in range(len(TOOLS))], [per_tool.get(name, 0) for name in TOOLS], width,
+               label=f"{run['model']} (entropy {run['overall']['tool_entropy']:.2f} bits)")
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(TOOLS))], TOOLS, rotation=20, ha="right")
+    total = sum(run["overall"]["tool_calls_per_task"] for run in runs)
+    ax.set(ylabel="calls per task", ylim=(0, None), title="ACM tool usage" + ("" if total else " (no tool calls)"))
+    ax.legend(fontsize="small")
+    fig.savefig(path, dpi=120)

@@ -1,0 +1,257 @@
+"""Evaluate checkpoints: every model × mode × task family through the agent loop, then results and a report.
+
+One engine at a time: a model's engine starts, runs all its modes, and is shut down (its memory freed) before
+the next model's starts. Each (model, mode) run is saved under `OUT/runs/<model>/<mode>/` (trajectories and
+summary); a later call with the same settings finds it and skips it, so an interrupted evaluation resumes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import hashlib
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..agent.chat import ChatFormat
+from ..agent.loop import LoopConfig, run_rollouts
+from ..engines import SamplingConfig, make_engine
+from ..metrics import summarize, summarize_by
+from ..models import DEFAULT_MODEL, resolve_model
+from ..rewards import RewardConfig
+from ..tasks import FAMILIES, generate, load_tasks
+from ..trajectory import write_trajectories
+from .modes import MODES, check_mode, make_env, prepare
+from .report import write_report
+
+log = logging.getLogger(__name__)
+
+__all__ = ["EvalConfig", "evaluate", "eval_tasks", "model_labels"]
+
+ENGINES = ("vllm", "hf")
+
+
+@dataclass
+class EvalConfig:
+    models: list[str | None] = field(default_factory=lambda: [None])  # HF ids or checkpoint dirs; None: embedded
+    tasks: list[str] = field(default_factory=lambda: list(FAMILIES))  # families to evaluate (filters --data too)
+    modes: list[str] = field(default_factory=lambda: list(MODES))
+    num: int | None = None  # tasks per family (split over its sizes); None: 8 generated, all loaded
+    sizes: dict[str, list[dict]] = field(default_factory=dict)  # per family: generator params, one per bucket
+    data: str | None = None  # users' tasks (.jsonl, .parquet or a datasets name) instead of generated ones
+    split: str = "test"  # the `datasets` split of `data`
+    out: str = "runs/eval"
+    engine: str = "vllm"  # vllm | hf
+    seed: int = 0
+    context_budget: int = 1500  # tokens of context the truncate and bm25 modes keep (paper D.4: ~1500)
+    chunk_tokens: int = 200  # bm25 chunk size (paper D.4: 200)
+    max_model_len: int | None = None  # the engine's window (None: the model's)
+    sampling: SamplingConfig = field(default_factory=lambda: SamplingConfig(temperature=0.0))
+    loop: LoopConfig = field(default_factory=lambda: LoopConfig(max_new_tokens=256))
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    engine_kwargs: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, /, **overrides) -> "EvalConfig":
+        import yaml
+
+        with open(path) as f:
+            return cls.from_dict(yaml.safe_load(f) or {}, **overrides)
+
+    @classmethod
+    def from_dict(cls, values: dict, /, **overrides) -> "EvalConfig":
+        """A config from plain values (YAML), then `overrides` that are not None (command-line flags)."""
+        values = {**values, **{k: v for k, v in overrides.items() if v is not None}}
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown eval setting(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        nested = {"sampling": SamplingConfig, "loop": LoopConfig, "reward": RewardConfig}
+        for name, kind in nested.items():
+            if isinstance(values.get(name), dict):
+                values[name] = kind(**values[name])
+        return cls(**values)
+
+
+def model_labels(models: list[str | None]) -> list[str]:
+    """Short unique names: the last path part, or as many last parts as it takes to tell the models apart."""
+    names = [DEFAULT_MODEL if m is None else str(m).rstrip("/") for m in models]
+    if len(set(names)) < len(names):
+        raise ValueError(f"a model is given twice: {names}")
+    depth = 1
+    while True:
+        labels = ["/".join(Path(n).parts[-depth:]) for n in names]
+        if len(set(labels)) == len(labels):
+            return labels
+        depth += 1
+
+
+def _check(cfg: EvalConfig) -> None:
+    for mode in cfg.modes:
+        check_mode(mode)
+    for task in [*cfg.tasks, *cfg.sizes]:
+        if task not in FAMILIES:
+            raise ValueError(f"unknown task {task!r} (known: {', '.join(FAMILIES)})")
+    if cfg.engine not in ENGINES:
+        raise ValueError(f"unknown engine {cfg.engine!r} (eval runs on: {', '.join(ENGINES)})")
+    if not (cfg.models and cfg.tasks and cfg.modes):
+        raise ValueError("nothing to evaluate: models, tasks and modes must each name at least one")
+    if cfg.num is not None and cfg.num < 1:
+        raise ValueError(f"num must be at least 1, got {cfg.num}")
+    for model in cfg.models:
+        if model is not None and str(model).startswith(("/", ".", "~")) and not Path(model).expanduser().exists():
+            raise FileNotFoundError(f"model path {model} does not exist")
+
+
+def eval_tasks(cfg: EvalConfig) -> list[dict]:
+    """The tasks: loaded from `cfg.data` (first `num` of each asked family) or generated, `num` per family
+    spread over the family's sizes (bucket k generated with seed `seed + k`, so ids stay unique)."""
+    if cfg.data:
+        per_family: dict[str, list[dict]] = {}
+        for record in load_tasks(cfg.data, cfg.split):
+            if record["task"] in cfg.tasks:
+                per_family.setdefault(record["task"], []).append(record)
+        if not per_family:
+            raise ValueError(f"{cfg.data} holds no task of the families {', '.join(cfg.tasks)}")
+        return [r for family in cfg.tasks for r in per_family.get(family, [])[: cfg.num]]
+    num, records = cfg.num or 8, []
+    for family in cfg.tasks:
+        sizes = cfg.sizes.get(family) or [{}]
+        for k, params in enumerate(sizes):
+            records += generate(family, num // len(sizes) + (k < num % len(sizes)), cfg.seed + k, **params)
+    return records
+
+
+def _fingerprint(cfg: EvalConfig, path: str, mode: str, tasks: list[dict]) -> dict:
+    """What a saved run depends on; a saved run is reused only when all of it matches."""
+    digest = hashlib.sha256()
+    for t in tasks:
+        digest.update(json.dumps(t, sort_keys=True).encode())
+    settings = {"model": path, "mode": mode, "engine": cfg.engine, "tasks_sha256": digest.hexdigest(),
+                "num_tasks": len(tasks), "seed": cfg.seed, "max_model_len": cfg.max_model_len,
+                "sampling": dataclasses.asdict(cfg.sampling), "loop": dataclasses.asdict(cfg.loop),
+                "reward": dataclasses.asdict(cfg.reward)}
+    if mode in ("truncate", "bm25"):
+        settings["context_budget"] = cfg.context_budget
+    if mode == "bm25":
+        settings["chunk_tokens"] = cfg.chunk_tokens
+    return settings
+
+
+def _saved(run_dir: Path, settings: dict) -> dict | None:
+    path = run_dir / "summary.json"
+    if not path.exists():
+        return None
+    saved = json.loads(path.read_text())
+    if saved.get("settings") != settings:
+        changed = sorted(k for k in settings if saved.get("settings", {}).get(k) != settings[k])
+        log.info("%s: settings changed (%s); evaluating again", run_dir, ", ".join(changed))
+        return None
+    return saved
+
+
+def _tokens(fmt: ChatFormat, messages: list[dict]) -> int:
+    return sum(len(fmt.encode(m["content"])) for m in messages)
+
+
+def run_mode(tasks: list[dict], mode: str, engine, fmt: ChatFormat, cfg: EvalConfig) -> tuple[list, dict]:
+    """Roll out every task in `mode`, one task family at a time (its wall time is measured on its own)."""
+    prep = dict(tokenizer=fmt.tokenizer, context_budget=cfg.context_budget, chunk_tokens=cfg.chunk_tokens)
+    # baselines get no tool calls: their first completion is the answer
+    loop = cfg.loop if mode == "acm" else dataclasses.replace(cfg.loop, max_tool_calls=0)
+    bucket = {t["id"]: str(t.get("meta", {}).get("bucket", "all")) for t in tasks}
+    trajs, per_task = [], {}
+    for family in dict.fromkeys(t["task"] for t in tasks):
+        group = [t for t in tasks if t["task"] == family]
+        log.info("mode %s, %s: %d tasks", mode, family, len(group))
+        start = time.perf_counter()
+        shown = [prepare(t, mode, **prep) for t in group]
+        out = run_rollouts(shown, engine, fmt, make_env(mode, cfg.seed), loop, cfg.reward)
+        wall = time.perf_counter() - start
+        if mode != "acm":  # "before" is the whole context the baseline started from, not what it kept
+            for traj, task in zip(out, group):
+                traj.context_tokens_before = _tokens(fmt, prepare(task, "full", **prep)["messages"])
+        per_task[family] = {**summarize(out, cfg.reward.correct_threshold), "wall_time": wall,
+                            "buckets": summarize_by(out, lambda t: bucket[t.task_id], cfg.reward.correct_threshold)}
+        trajs += out
+    accuracies = [s["accuracy"] for s in per_task.values()]
+    summary = {"mode": mode, "tasks": per_task, "average": sum(accuracies) / len(accuracies),
+               "overall": summarize(trajs, cfg.reward.correct_threshold),
+               "wall_time": sum(s["wall_time"] for s in per_task.values())}
+    return trajs, summary
+
+
+def shutdown(engine) -> None:
+    """Stop a vLLM engine. vLLM 0.32's `LLM` has no shutdown method: stop its engine core (the process that
+    holds the weights and the KV cache) directly. Other engines free their memory with their last reference."""
+    llm = getattr(engine, "llm", None)
+    if llm is not None:
+        llm.llm_engine.engine_core.shutdown()
+
+
+def _free_memory() -> None:
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def evaluate(cfg: EvalConfig, engine=None) -> dict:
+    """Evaluate every model in every mode on the tasks; write runs, `results.json`, the tables and the plots
+    under `cfg.out`; return the results. `engine`: an engine already serving the (single) model, used as it
+    is (its own sampling settings) and left running."""
+    _check(cfg)
+    if engine is not None and len(cfg.models) != 1:
+        raise ValueError("an engine passed in serves one model; evaluate several models without one")
+    formats = {}
+    for model in cfg.models:  # tokenizers first: a bad model name fails before any work starts
+        try:
+            formats[model] = ChatFormat.from_pretrained(resolve_model(model))
+        except (OSError, ValueError) as e:
+            where = "checkpoint directory" if Path(str(model)).exists() else "not a local directory; Hub id"
+            raise ValueError(f"cannot load model {model!r} ({where}): {e}") from e
+    tasks = eval_tasks(cfg)
+    families = list(dict.fromkeys(t["task"] for t in tasks))
+    log.info("%d tasks: %s", len(tasks), ", ".join(f"{f} {sum(t['task'] == f for t in tasks)}" for f in families))
+    out = Path(cfg.out)
+    runs, labels = [], model_labels(cfg.models)
+    for label, model in zip(labels, cfg.models):
+        path, fmt = resolve_model(model), formats[model]
+        run_dirs = {mode: out / "runs" / re.sub(r"[^\w.-]+", "_", label) / mode for mode in cfg.modes}
+        settings = {mode: _fingerprint(cfg, path, mode, tasks) for mode in cfg.modes}
+        done = {mode: s for mode in cfg.modes if (s := _saved(run_dirs[mode], settings[mode]))}
+        for mode in done:
+            log.info("%s / %s: results in %s; skipping", label, mode, run_dirs[mode])
+        todo = [mode for mode in cfg.modes if mode not in done]
+        if todo:
+            own = engine is None
+            if own:
+                log.info("%s: starting the %s engine on %s", label, cfg.engine, path)
+            live = engine or make_engine(cfg.engine, path, fmt, cfg.sampling, max_model_len=cfg.max_model_len,
+                                         **cfg.engine_kwargs)
+            try:
+                for mode in todo:
+                    trajs, summary = run_mode(tasks, mode, live, fmt, cfg)
+                    done[mode] = {"model": label, "path": path, **summary, "settings": settings[mode]}
+                    run_dirs[mode].mkdir(parents=True, exist_ok=True)
+                    write_trajectories(trajs, run_dirs[mode] / "trajectories.jsonl")
+                    tmp = run_dirs[mode] / "summary.json.tmp"  # written last and renamed: a run is all or nothing
+                    tmp.write_text(json.dumps(done[mode], indent=1))
+                    tmp.rename(run_dirs[mode] / "summary.json")
+                    log.info("%s / %s: average accuracy %.3f (%.0f s)", label, mode, summary["average"],
+                             summary["wall_time"])
+            finally:
+                if own:
+                    shutdown(live)
+                    live = None
+                    _free_memory()
+        runs += [done[mode] for mode in cfg.modes]
+    results = {"tasks": families, "models": labels, "modes": list(cfg.modes), "runs": runs,
+               "config": dataclasses.asdict(cfg)}
+    write_report(results, out)
+    return results

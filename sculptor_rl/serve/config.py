@@ -1,0 +1,36 @@
+"""`sculptor-rl serve` settings: a dataclass filled from YAML (`--config configs/serve/*.yaml`) and the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ServeConfig:
+    model: str | None = field(default=None, metadata={"help": "checkpoint dir or HF id (default: the embedded model)"})
+    engine: str = field(default="vllm", metadata={"help": "generation backend", "choices": ["vllm", "hf"]})
+    host: str = field(default="127.0.0.1", metadata={"help": "bind address (0.0.0.0 exposes the server)"})
+    port: int = field(default=8000, metadata={"help": "0 picks a free port"})
+    api_key: str | None = field(
+        default=None, metadata={"help": "required as `Authorization: Bearer KEY` on every route when set; "
+                                        "default: env SCULPTOR_RL_API_KEY, else no key"})
+    served_model_name: str | None = field(default=None, metadata={"help": "the `model` clients send (default: --model)"})
+    # sampling when the request does not say (OpenAI's defaults)
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int = 0
+    # engine
+    max_model_len: int | None = field(default=None, metadata={"help": "engine context length (default: the model's)"})
+    gpu_memory_utilization: float | None = field(default=None, metadata={"help": "vllm (default: 0.5 CPU, 0.85 GPU)"})
+    # limits per request
+    max_context_tokens: int | None = field(default=None, metadata={"help": "prompt + generated tokens of the agent "
+                                                                            "loop (default: max_model_len)"})
+    max_new_tokens: int = field(default=512, metadata={"help": "per completion; also the most `max_tokens` may ask"})
+    max_tool_calls: int = field(default=20, metadata={"help": "ACM tool calls per request; beyond, the loop stops"})
+    max_request_bytes: int = 4 * 2**20
+    max_messages: int = 1024
+    max_concurrent_requests: int = field(default=64, metadata={"help": "in flight at once; more get HTTP 429"})
+    request_timeout: float = field(default=600.0, metadata={"help": "seconds; a longer request gets HTTP 504"})
+    keepalive_interval: float = field(default=5.0, metadata={"help": "seconds between SSE comments while a "
+                                                                    "streamed request's loop runs"})
+    log_level: str = "info"

@@ -1,0 +1,105 @@
+"""`sculptor-rl serve`: bind the port, start the engine, run the app on uvicorn (or in a thread: `Server`).
+
+    sculptor-rl serve --model CKPT [--engine vllm|hf] [--host 127.0.0.1] [--port 8000] [--api-key KEY]
+    sculptor-rl serve --config configs/serve/cpu.yaml [--port 9000 ...]
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+
+import uvicorn
+
+from ..agent.chat import ChatFormat
+from ..engines import SamplingConfig, make_engine
+from ..models import DEFAULT_MODEL, resolve_model
+from .app import build_app
+from .config import ServeConfig
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Server", "bind", "serve", "main"]
+
+API_KEY_ENV = "SCULPTOR_RL_API_KEY"
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening address taken before the (slow) engine start, so a busy port fails at once."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ValueError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    return sock
+
+
+class Server:
+    """An app on uvicorn over a bound socket: `run()` in the foreground, or `with Server(...):` in a thread."""
+
+    def __init__(self, app, sock: socket.socket, log_level: str = "info"):
+        host, port = sock.getsockname()[:2]
+        self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
+        self.sock = sock
+        # on shutdown, requests still running get a few seconds to finish, then their connections are closed
+        self.uvicorn = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level,
+                                                     timeout_graceful_shutdown=10))
+        self._thread: threading.Thread | None = None
+
+    def run(self) -> None:
+        self.uvicorn.run(sockets=[self.sock])
+
+    def __enter__(self) -> "Server":
+        self._thread = threading.Thread(target=self.run, name="uvicorn", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self.uvicorn.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the server at {self.url} did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.uvicorn.should_exit = True
+        self._thread.join(timeout=30)
+
+
+def serve(cfg: ServeConfig) -> None:
+    cfg.api_key = cfg.api_key or os.environ.get(API_KEY_ENV) or None
+    sock = bind(cfg.host, cfg.port)
+    path = resolve_model(cfg.model)
+    name = cfg.served_model_name or cfg.model or DEFAULT_MODEL
+    fmt = ChatFormat.from_pretrained(path)
+    kwargs = {}
+    if cfg.engine == "vllm" and cfg.gpu_memory_utilization is not None:
+        kwargs["gpu_memory_utilization"] = cfg.gpu_memory_utilization
+    log.info("starting the %s engine on %s", cfg.engine, path)
+    engine = make_engine(cfg.engine, path, fmt, SamplingConfig(cfg.temperature, cfg.top_p, seed=cfg.seed),
+                         max_model_len=cfg.max_model_len, **kwargs)
+    server = Server(build_app(engine, fmt, cfg, name), sock, cfg.log_level)
+    if cfg.host not in ("127.0.0.1", "localhost", "::1") and not cfg.api_key:
+        log.warning("listening on %s without an API key: anyone who can reach this address can use the model "
+                    "(set --api-key or %s)", cfg.host, API_KEY_ENV)
+    log.info("serving %r at %s (OpenAI-compatible: /v1/models, /v1/chat/completions; %s). Ctrl-C stops.", name,
+             server.url, "API key required" if cfg.api_key else "no API key")
+    server.run()
+
+
+def main(argv: list[str] | None = None) -> None:
+    from trl import TrlParser
+
+    (cfg,) = TrlParser((ServeConfig,), prog="sculptor-rl serve").parse_args_and_config(argv)
+    try:
+        serve(cfg)
+    except (ValueError, FileNotFoundError) as e:
+        sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+    main()

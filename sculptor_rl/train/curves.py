@@ -1,0 +1,75 @@
+"""Training curves as a PNG next to the checkpoints (`output_dir/curves.png`), from the Trainer's log history.
+
+Written on every checkpoint save and at the end of training; panels appear for the metrics the run logged.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+__all__ = ["plot_curves", "CurvesCallback"]
+
+PANELS = [  # (title, metrics drawn in it)
+    ("reward", ["reward"]),
+    ("accuracy", ["accuracy", "correct"]),
+    ("format errors", ["format_error_rate"]),
+    ("tool calls per task", ["tool_calls_per_task", "tools/fragment_context", "tools/fold_fragment",
+                             "tools/summarize_fragment", "tools/restore_fragment", "tools/search_context"]),
+    ("tool-usage entropy (bits)", ["tool_entropy"]),
+    ("context reduction", ["context_reduction"]),
+    ("samples per rollout", ["samples_per_rollout"]),
+    ("loss", ["loss", "lm_loss"]),
+    ("seconds per step", ["time/generation_s", "time/scoring_s", "time/training_s", "time/weight_sync_s"]),
+]
+
+
+def plot_curves(log_history: list[dict], path: str | Path) -> Path | None:
+    """One panel per group of logged metrics against the step; None when nothing was logged yet."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(title, [k for k in keys if any(k in e for e in log_history)]) for title, keys in PANELS]
+    panels = [(title, keys) for title, keys in panels if keys]
+    if not panels:
+        return None
+    cols = 3
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3 * rows), squeeze=False)
+    for ax, (title, keys) in zip(axes.flat, panels):
+        for key in keys:
+            points = [(e["step"], e[key]) for e in log_history if e.get(key) is not None]
+            steps, values = zip(*points)
+            ax.plot(steps, values, marker="o" if len(points) < 30 else None, label=key.removeprefix("tools/"))
+            if key == "reward" and any("reward_std" in e for e in log_history):
+                std = [e.get("reward_std", 0.0) for e in log_history if e.get(key) is not None]
+                ax.fill_between(steps, [v - s for v, s in zip(values, std)], [v + s for v, s in zip(values, std)],
+                                alpha=0.2)
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        if len(keys) > 1:
+            ax.legend(fontsize="x-small")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+class CurvesCallback(TrainerCallback):
+    def _plot(self, args, state):
+        if state.is_world_process_zero:
+            plot_curves(state.log_history, Path(args.output_dir) / "curves.png")
+
+    def on_save(self, args, state, control, **kwargs):
+        self._plot(args, state)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self._plot(args, state)

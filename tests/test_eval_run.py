@@ -1,0 +1,140 @@
+"""`sculptor-rl eval` orchestration on the scripted teacher engine (no weights run, so it is fast): runs per
+model × mode, resume, results.json, tables and plots, users' data, bad input. Real-model runs: test_eval_engines.py."""
+
+import json
+import logging
+
+import pytest
+
+from sculptor_rl.cli import main
+from sculptor_rl.engines.scripted import ScriptedEngine
+from sculptor_rl.eval.run import EvalConfig, eval_tasks, evaluate, model_labels
+from sculptor_rl.tasks import FAMILIES, generate, write_jsonl
+from sculptor_rl.trajectory import read_trajectories
+
+
+class CountingTeacher(ScriptedEngine):
+    """The scripted teachers, counting the completions they are asked for."""
+
+    def __init__(self):
+        self.completions = 0
+
+    def generate(self, requests):
+        self.completions += len(requests)
+        return super().generate(requests)
+
+
+@pytest.fixture
+def cfg(tmp_path, model_path):
+    return EvalConfig(tasks=["babilong", "pi_llm"], num=4, out=str(tmp_path / "out"), context_budget=64,
+                      chunk_tokens=32, sizes={"babilong": [{"context_tokens": 300}, {"context_tokens": 600}],
+                                              "pi_llm": [{"keys": 2, "updates": 8}]})
+
+
+def test_evaluate_runs_every_mode_and_writes_the_report(cfg, tmp_path):
+    results = evaluate(cfg, engine=CountingTeacher())
+    out = tmp_path / "out"
+    runs = {run["mode"]: run for run in results["runs"]}
+    assert [run["mode"] for run in results["runs"]] == ["acm", "full", "truncate", "bm25"]
+    assert results["tasks"] == ["babilong", "pi_llm"] and results["models"] == ["smollm2-135m-instruct"]
+    for run in runs.values():
+        assert {t: s["n"] for t, s in run["tasks"].items()} == {"babilong": 4, "pi_llm": 4}
+        assert {b: s["n"] for b, s in run["tasks"]["babilong"]["buckets"].items()} == {"300/6": 2, "600/6": 2}
+    acm = runs["acm"]
+    assert acm["average"] == 1.0  # the teachers solve these with the tools
+    assert acm["overall"]["tool_calls_per_task"] > 1 and acm["overall"]["tool_entropy"] > 1
+    assert acm["overall"]["context_reduction"] > 0.3 and acm["overall"]["format_error_rate"] == 0
+    for mode in ("full", "truncate", "bm25"):
+        # no tools: a teacher's first completion (a tool call) ends the rollout
+        trajs = list(read_trajectories(out / "runs" / "smollm2-135m-instruct" / mode / "trajectories.jsonl"))
+        assert len(trajs) == 8 and all(len(t.steps) == 1 for t in trajs)
+        # babilong's teacher starts with a call (stopped, no answer); pi_llm's answers at once (a small context)
+        assert {t.task: t.stop_reason for t in trajs} == {"babilong": "max_tool_calls", "pi_llm": "answer"}
+        assert runs[mode]["tasks"]["babilong"]["accuracy"] == 0.0
+    bucket = runs["truncate"]["tasks"]["babilong"]["buckets"]["600/6"]
+    assert bucket["context_tokens_after"] < bucket["context_tokens_before"] - 300  # 64 tokens of context kept
+    assert runs["full"]["overall"]["context_reduction"] == 0.0
+    assert runs["bm25"]["overall"]["context_reduction"] > 0.2
+
+    assert json.loads((out / "results.json").read_text()) == json.loads(json.dumps(results))
+    md = (out / "results.md").read_text()
+    table = md.split("## Accuracy (%)\n\n")[1].split("\n\n")[0].splitlines()
+    assert table[0] == "| Model | Mode | BABILong | PI-LLM | Avg. |"
+    assert table[2] == "| smollm2-135m-instruct | acm | 100.0 | 100.0 | 100.0 |" and len(table) == 6
+    assert "## Per length bucket" in md and "## Tool calls per task, by tool (acm)" in md
+    for png in ("accuracy_vs_length.png", "tool_usage.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_resume_skips_finished_runs_and_redoes_changed_ones(cfg, caplog):
+    first = evaluate(cfg, engine=CountingTeacher())
+    again = CountingTeacher()
+    with caplog.at_level(logging.INFO, logger="sculptor_rl.eval.run"):
+        second = evaluate(cfg, engine=again)
+    assert again.completions == 0 and caplog.text.count("skipping") == 4
+    assert second["runs"] == json.loads(json.dumps(first["runs"]))
+    caplog.clear()
+    cfg.context_budget = 100  # only the truncate and bm25 runs depend on it
+    third = CountingTeacher()
+    with caplog.at_level(logging.INFO, logger="sculptor_rl.eval.run"):
+        evaluate(cfg, engine=third)
+    assert third.completions == 16 and caplog.text.count("skipping") == 2
+    assert caplog.text.count("settings changed (context_budget)") == 2
+
+
+def test_generated_tasks_are_spread_over_the_sizes(cfg):
+    cfg.num = 5
+    tasks = eval_tasks(cfg)
+    buckets = [t["meta"]["bucket"] for t in tasks if t["task"] == "babilong"]
+    assert buckets == ["300/6"] * 3 + ["600/6"] * 2
+    assert len({t["id"] for t in tasks}) == len(tasks) == 10
+
+
+def test_users_data_evaluates_the_same_way(tmp_path, cfg):
+    path = tmp_path / "mine.jsonl"
+    write_jsonl(generate("needlebench", 3, seed=1, context_tokens=300) + generate("babilong", 5, seed=1), path)
+    cfg.data, cfg.tasks, cfg.num = str(path), ["babilong"], 2
+    assert [t["id"] for t in eval_tasks(cfg)] == ["babilong-s1-00000", "babilong-s1-00001"]
+    cfg.tasks, cfg.num = ["needlebench", "babilong"], None
+    assert len(eval_tasks(cfg)) == 8
+    cfg.tasks = ["mrcr"]
+    with pytest.raises(ValueError, match="holds no task of the families mrcr"):
+        eval_tasks(cfg)
+
+
+def test_model_labels():
+    assert model_labels([None, "/x/ckpt"]) == ["smollm2-135m-instruct", "ckpt"]
+    assert model_labels(["a/run1/checkpoint-10", "b/run2/checkpoint-10/"]) == ["run1/checkpoint-10",
+                                                                                 "run2/checkpoint-10"]
+    with pytest.raises(ValueError, match="given twice"):
+        model_labels(["/x/ckpt", "/x/ckpt/"])
+
+
+def test_config_from_yaml_with_overrides(tmp_path):
+    cfg = EvalConfig.from_yaml("configs/eval/small.yaml", num=2, data=None)
+    assert cfg.num == 2 and cfg.loop.max_new_tokens == 256 and cfg.sampling.temperature == 0.0
+    assert set(cfg.sizes) == {"pi_llm", "needlebench", "mrcr", "babilong"} and cfg.context_budget == 600
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("modes: [acm]\nbudget: 5\n")
+    with pytest.raises(ValueError, match="unknown eval setting.*budget"):
+        EvalConfig.from_yaml(bad)
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--modes", "acm,rag"], "unknown mode 'rag'"),
+    (["--tasks", "pi_llm,ruler"], "unknown task 'ruler'"),
+    (["--model", "/no/such/checkpoint"], "model path /no/such/checkpoint does not exist"),
+    (["--num", "0"], "num must be at least 1"),
+])
+def test_cli_rejects_bad_input_before_starting_anything(flags, message, tmp_path):
+    with pytest.raises(SystemExit, match=message):
+        main(["eval", *flags, "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("path", ["configs/eval/small.yaml", "configs/eval/long.yaml"])
+def test_shipped_configs_load_and_generate(path):
+    cfg = EvalConfig.from_yaml(path, num=1)  # one task per family, of its first size
+    tasks = eval_tasks(cfg)
+    assert [t["task"] for t in tasks] == cfg.tasks == list(FAMILIES)
+    assert tasks == [generate(f, 1, cfg.seed, **cfg.sizes[f][0])[0] for f in FAMILIES]

