@@ -6,7 +6,9 @@
 Request i carries its own filler (a length no other request has) and its own random code word, and asks for
 it. Every response must belong to its request: no other request's code word anywhere in it (answer, tool
 calls, tool results), and its first prompt as many tokens as request i's own messages render to. Then one
-more request checks that the server still answers. Prints requests/s and latency percentiles.
+more request checks that the server still answers. Prints requests/s and latency percentiles; in-process,
+also the wall time of the same requests through `run_rollouts` on the engine directly (no HTTP, no batcher:
+how training runs them) as the reference, and how many answers are identical (greedy decoding).
 """
 
 from __future__ import annotations
@@ -89,8 +91,10 @@ def report(responses, latencies, wall, codes) -> dict:
 
 
 def load(client, fmt, requests: int = 32, concurrency: int = 32, context_tokens: int = 1000, max_tokens: int = 32,
-         max_tool_calls: int = 3, temperature: float = 0.0, seed: int = 0, batcher=None) -> tuple[dict, list[str]]:
-    """Run the load once; (statistics, cross-talk problems). `batcher`: the in-process server's, to count batches."""
+         max_tool_calls: int = 3, temperature: float = 0.0, seed: int = 0,
+         batcher=None) -> tuple[dict, list[str], list[str]]:
+    """Run the load once: (statistics, cross-talk problems, answers). `batcher`: the in-process server's, to count
+    its engine calls."""
     model = client.models.list().data[0].id
     # warm: the shared system prompt and tool schemas enter the prefix cache, as on a server in steady state
     client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hello."}], max_tokens=1)
@@ -107,7 +111,29 @@ def load(client, fmt, requests: int = 32, concurrency: int = 32, context_tokens:
     after = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Say hello."}],
                                            max_tokens=8)
     stats["answer_afterwards"] = after.choices[0].message.content
-    return stats, cross_talk(fmt, messages, codes, responses)
+    return stats, cross_talk(fmt, messages, codes, responses), [r.choices[0].message.content for r in responses]
+
+
+def reference(engine, fmt, requests: int, context_tokens: int, max_tokens: int, max_tool_calls: int, seed: int
+              ) -> tuple[float, list[str]]:
+    """The same requests through `run_rollouts` on the engine directly, as training runs them: (wall s, answers).
+    Both runs start from an empty prefix cache but for the shared system prompt."""
+    from sculptor_rl.acm import Workspace
+    from sculptor_rl.agent.loop import LoopConfig, run_rollouts
+
+    def tasks(messages):
+        return [{"id": str(i), "task": "serve", "messages": [{"role": "system", "content": SYSTEM_PROMPT}, *m]}
+                for i, m in enumerate(messages)]
+
+    cfg = LoopConfig(max_tool_calls=max_tool_calls, max_new_tokens=max_tokens)
+    env = lambda task, i: Workspace(task["messages"])  # noqa: E731
+    engine.llm.reset_prefix_cache()
+    run_rollouts(tasks([[{"role": "user", "content": "Hello."}]]), engine, fmt, env, cfg, progress=False)  # warm
+    start = time.perf_counter()
+    trajs = run_rollouts(tasks([make_request(i, context_tokens, seed)[0] for i in range(requests)]), engine, fmt,
+                         env, cfg, progress=False)
+    wall = time.perf_counter() - start
+    return wall, [t.answer if t.answer is not None else "" for t in trajs]
 
 
 def main() -> None:
@@ -133,21 +159,28 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         path = resolve_model(args.model)
         fmt = ChatFormat.from_pretrained(path)
-        batcher = None
+        batcher = engine = None
         if args.base_url is None:
             from sculptor_rl.engines import SamplingConfig
             from sculptor_rl.engines.vllm_engine import VLLMEngine
             from sculptor_rl.serve import ServeConfig, Server, bind, build_app
 
-            engine = VLLMEngine(path, fmt.stop_ids, SamplingConfig(seed=args.seed), max_model_len=8192)
+            engine = VLLMEngine(path, fmt.stop_ids, SamplingConfig(temperature=args.temperature, seed=args.seed),
+                                max_model_len=8192)
             app = build_app(engine, fmt, ServeConfig(api_key=args.api_key), "policy")
             batcher = app.state.batcher
             args.base_url = stack.enter_context(Server(app, bind("127.0.0.1", 0), log_level="warning")).url
         client = OpenAI(base_url=args.base_url, api_key=args.api_key, max_retries=0, timeout=3600)
         print(f"{args.requests} requests ({args.concurrency} at a time), ~{args.context_tokens}+ tokens of context "
               f"each, to {args.base_url}", flush=True)
-        stats, problems = load(client, fmt, args.requests, args.concurrency, args.context_tokens, args.max_tokens,
-                               args.max_tool_calls, args.temperature, args.seed, batcher)
+        stats, problems, answers = load(client, fmt, args.requests, args.concurrency, args.context_tokens,
+                                        args.max_tokens, args.max_tool_calls, args.temperature, args.seed, batcher)
+        if engine is not None:
+            wall, direct = reference(engine, fmt, args.requests, args.context_tokens, args.max_tokens,
+                                     args.max_tool_calls, args.seed)
+            stats["reference_run_rollouts_wall_s"] = round(wall, 2)
+            stats["server_wall_over_reference"] = round(stats["wall_s"] / wall, 2)
+            stats["same_answers_as_reference"] = sum(a == b for a, b in zip(answers, direct))
         print(json.dumps(stats, indent=2))
         print("cross-talk:", "none" if not problems else "\n  " + "\n  ".join(problems))
         sys.exit(1 if problems else 0)

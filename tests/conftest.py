@@ -29,6 +29,18 @@ def vllm_engine(model_path, fmt):
     from sculptor_rl.engines import SamplingConfig
     from sculptor_rl.engines.vllm_engine import VLLMEngine
 
-    engine = VLLMEngine(model_path, fmt.stop_ids, SamplingConfig(temperature=1.0, seed=0), max_model_len=8192)
+    engine = VLLMEngine(model_path, fmt.stop_ids, SamplingConfig(temperature=1.0, seed=0), max_model_len=8192,
+                        gpu_memory_utilization=0.3)  # on CPU: the share of RAM; leaves room for a second engine
     yield engine
-    del engine
+    engine.close()
+
+
+def assert_prompts_show_the_workspace(traj, ws, fmt) -> None:
+    """Replays a rollout in a fresh workspace `ws`: every step's prompt ids must decode to the chat template
+    applied to what the workspace rendered at that step."""
+    for step in traj.steps:
+        assert fmt.tokenizer.decode(step.prompt_ids) == fmt.text(ws.render(), add_generation_prompt=True,
+                                                                 tools=ws.tools)
+        ws.append({"role": "assistant", "content": step.text})
+        for call in step.calls:
+            ws.append({"role": "tool", "content": ws.call(call["name"], call["arguments"])})

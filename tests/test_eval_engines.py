@@ -1,5 +1,8 @@
-"""`eval` end to end on the embedded model: all four modes on the session's vLLM engine, and two checkpoints
-side by side on the HF engine (each started, evaluated and shut down in turn)."""
+"""`eval` end to end on the embedded model: two checkpoints side by side on the HF engine (each started,
+evaluated and shut down in turn), and all four modes on the session's vLLM engine.
+
+The HF test comes first: it runs in ~20 s before the session's vLLM engine exists, ~250 s beside it (on 2
+cores the idle engine's processes still take CPU)."""
 
 import logging
 
@@ -12,6 +15,25 @@ from sculptor_rl.trajectory import read_trajectories
 
 def trajectories(out, model, mode):
     return list(read_trajectories(out / "runs" / model / mode / "trajectories.jsonl"))
+
+
+@pytest.mark.slow
+def test_two_checkpoints_side_by_side_on_hf(model_path, tmp_path):
+    other = tmp_path / "ckpt-b"
+    other.symlink_to(model_path)  # the same weights under another name: greedy results must agree
+    cfg = EvalConfig(models=[model_path, str(other)], tasks=["babilong"], modes=["full", "bm25"], num=2,
+                     engine="hf", out=str(tmp_path / "out"), context_budget=60, chunk_tokens=30,
+                     sizes={"babilong": [{"facts": 2, "context_tokens": 200}]}, loop=LoopConfig(max_new_tokens=16))
+    results = evaluate(cfg)
+    assert results["models"] == ["smollm2-135m-instruct", "ckpt-b"]
+    assert [(r["model"], r["mode"]) for r in results["runs"]] == [
+        ("smollm2-135m-instruct", "full"), ("smollm2-135m-instruct", "bm25"), ("ckpt-b", "full"), ("ckpt-b", "bm25")]
+    a, b = results["runs"][:2], results["runs"][2:]
+    for x, y in zip(a, b):
+        assert x["tasks"]["babilong"]["accuracy"] == y["tasks"]["babilong"]["accuracy"]
+        assert x["tasks"]["babilong"]["generated_tokens"] == y["tasks"]["babilong"]["generated_tokens"]
+    md = (tmp_path / "out" / "results.md").read_text()
+    assert "| ckpt-b | bm25 |" in md and "| smollm2-135m-instruct | full |" in md
 
 
 @pytest.mark.slow
@@ -49,22 +71,3 @@ def test_eval_all_modes_on_vllm(vllm_engine, fmt, tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="sculptor_rl.eval.run"):
         again = evaluate(cfg, engine=vllm_engine)
     assert caplog.text.count("skipping") == 4 and again["runs"][0]["average"] == runs["acm"]["average"]
-
-
-@pytest.mark.slow
-def test_two_checkpoints_side_by_side_on_hf(model_path, tmp_path):
-    other = tmp_path / "ckpt-b"
-    other.symlink_to(model_path)  # the same weights under another name: greedy results must agree
-    cfg = EvalConfig(models=[model_path, str(other)], tasks=["babilong"], modes=["full", "bm25"], num=2,
-                     engine="hf", out=str(tmp_path / "out"), context_budget=60, chunk_tokens=30,
-                     sizes={"babilong": [{"facts": 2, "context_tokens": 200}]}, loop=LoopConfig(max_new_tokens=16))
-    results = evaluate(cfg)
-    assert results["models"] == ["smollm2-135m-instruct", "ckpt-b"]
-    assert [(r["model"], r["mode"]) for r in results["runs"]] == [
-        ("smollm2-135m-instruct", "full"), ("smollm2-135m-instruct", "bm25"), ("ckpt-b", "full"), ("ckpt-b", "bm25")]
-    a, b = results["runs"][:2], results["runs"][2:]
-    for x, y in zip(a, b):
-        assert x["tasks"]["babilong"]["accuracy"] == y["tasks"]["babilong"]["accuracy"]
-        assert x["tasks"]["babilong"]["generated_tokens"] == y["tasks"]["babilong"]["generated_tokens"]
-    md = (tmp_path / "out" / "results.md").read_text()
-    assert "| ckpt-b | bm25 |" in md and "| smollm2-135m-instruct | full |" in md

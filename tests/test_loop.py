@@ -3,6 +3,7 @@
 import re
 
 import pytest
+from conftest import assert_prompts_show_the_workspace
 
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
 from sculptor_rl.agent.toolcalls import format_tool_call
@@ -69,13 +70,7 @@ def test_rollout_records_steps_flags_and_answer(tasks, fmt):
 def test_prompt_ids_decode_to_the_rendered_workspace(tasks, fmt):
     """Replays each rollout in a fresh workspace and compares every step's prompt with the template."""
     (traj,) = run_rollouts(tasks[:1], Replay(acm_script), fmt, acm_env(0), progress=False)
-    ws = acm_env(0)(tasks[0], 0)
-    for step in traj.steps:
-        expected = fmt.text(ws.render(), add_generation_prompt=True, tools=ws.tools)
-        assert fmt.tokenizer.decode(step.prompt_ids) == expected
-        ws.append({"role": "assistant", "content": step.text})
-        for call in step.calls:
-            ws.append({"role": "tool", "content": ws.call(call["name"], call["arguments"])})
+    assert_prompts_show_the_workspace(traj, acm_env(0)(tasks[0], 0), fmt)
 
 
 def test_format_errors_are_answered_and_penalized(tasks, fmt):

@@ -8,6 +8,7 @@ import torch
 
 from sculptor_rl.samples import Sample
 from sculptor_rl.train.loss import lm_loss, policy_loss
+from sculptor_rl.train.masked_lm import kept_positions
 from sculptor_rl.train.rl import SculptorGRPOConfig, SculptorGRPOTrainer, collate, group_advantages
 
 EPS_LOW, EPS_HIGH = 0.02, 0.03  # small enough that the fixed ratios below get clipped both ways
@@ -180,16 +181,16 @@ def test_equals_trl_grpo_trainer_loss(level, loss_type, beta, fmt, tmp_path):
     samples = one_sample_per_rollout(vocab)
     advantages = [1.2, 0.6, 0.3, -0.2]  # not summing to ~0, so the loss is not a cancellation
     batch = collate(samples, advantages, fmt.tokenizer.pad_token_id)
-    batch.update(num_samples=4.0, num_tokens=float(batch["mask"].sum()), num_lm_tokens=0.0)
+    batch.update(num_samples=4.0, num_tokens=float((batch["labels"] != -100).sum()), num_lm_tokens=0.0)
     with torch.no_grad():
-        current, _ = ours._logps(ours.model, batch)
+        current, mask, _ = ours._logps(ours.model, batch)
         ref_current = ours._logps(ours.ref_model, batch)[0] if beta else None
     noise = torch.Generator().manual_seed(2)
     bias = [-0.05, 0.01, 0.0, 0.04]  # sequence-level ratios exp(-bias): clipped high (A > 0) and low (A < 0)
     old_of, ref_of, old, ref = {}, {}, torch.zeros_like(current), torch.zeros_like(current)
     for i in range(len(samples)):
-        for k, p in enumerate(batch["keep"].tolist()):
-            if batch["mask"][i, k]:
+        for k, p in enumerate(kept_positions(batch["labels"]).tolist()):
+            if mask[i, k]:
                 jitter = 0.08 * (torch.rand(1, generator=noise).item() - 0.5)
                 old[i, k] = old_of[(i, p + 1)] = current[i, k] + bias[i] + jitter
                 if beta:
@@ -208,3 +209,39 @@ def test_equals_trl_grpo_trainer_loss(level, loss_type, beta, fmt, tmp_path):
     for (name, p), q in zip(ours.model.named_parameters(), theirs.model.parameters()):
         assert torch.allclose(p.grad, q.grad, rtol=1e-3, atol=1e-6), name
     assert any(m for m in ("clip_ratio/low_mean", "clip_ratio/high_mean") if ours._metrics["train"][m][-1] > 0)
+
+
+@pytest.mark.parametrize("level,loss_type", [("sequence", "grpo"), ("token", "dapo")])
+def test_trainer_micro_batches_add_up_to_one_batch(level, loss_type, fmt, tmp_path):
+    """The trainer's split of a round into unequal micro-batches (and an untrained filler when there are more
+    micro-steps than samples) gives the loss and gradients of the whole round in one batch."""
+    from transformers import AutoModelForCausalLM
+
+    path = tiny_model_dir(len(fmt.tokenizer), tmp_path / "tiny")
+    task = {"id": "t0", "task": "pi_llm", "messages": [{"role": "user", "content": "x"}], "answer": {"k": "v"}}
+
+    def trainer(ga, per_device):
+        cfg = SculptorGRPOConfig(output_dir=str(tmp_path), tasks="unused.jsonl", engine="hf", num_generations=2,
+                                 per_device_train_batch_size=per_device, gradient_accumulation_steps=ga, bf16=False,
+                                 report_to="none", importance_sampling_level=level, loss_type=loss_type, lm_coef=0.1)
+        t = SculptorGRPOTrainer(AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32), cfg, [task],
+                                fmt.tokenizer, fmt)
+        t.current_gradient_accumulation_steps = ga
+        return t
+
+    def round_loss(t, samples, advantages):
+        batches = t._micro_batches(samples, advantages)
+        assert len(batches) == t.args.gradient_accumulation_steps
+        total = sum(t._compute_loss(t.model, b) for b in batches)
+        total.backward()
+        return total.item(), [p.grad.clone() for p in t.model.parameters()]
+
+    samples, advantages = one_sample_per_rollout(len(fmt.tokenizer)), [1.2, 0.6, 0.3, -0.2]
+    whole, grads = round_loss(trainer(1, 4), samples, advantages)
+    split, split_grads = round_loss(trainer(3, 2), samples, advantages)  # 3 micro-batches of 1-2 samples
+    assert split == pytest.approx(whole, rel=1e-5)
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(grads, split_grads))
+    few, few_grads = round_loss(trainer(3, 2), samples[:2], advantages[:2])  # 2 samples, 3 micro-steps
+    alone, alone_grads = round_loss(trainer(1, 4), samples[:2], advantages[:2])
+    assert few == pytest.approx(alone, rel=1e-5)
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(alone_grads, few_grads))

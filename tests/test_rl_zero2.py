@@ -33,8 +33,8 @@ def test_two_ranks_zero2_complete_rl_steps(model_path, tmp_path):
     write_jsonl(generate("pi_llm", 8, seed=3, keys=1, updates=1), tmp_path / "tasks.jsonl")
     out = tmp_path / "rl"
     args = ["--model", model_path, "--tasks", str(tmp_path / "tasks.jsonl"), "--output_dir", str(out),
-            "--engine", "hf", "--max_steps", "2", "--num_generations", "4", "--per_device_train_batch_size", "8",
-            "--gradient_accumulation_steps", "1", "--max_completion_length", "16", "--max_tool_calls", "1",
+            "--engine", "hf", "--max_steps", "2", "--num_generations", "4", "--per_device_train_batch_size", "2",
+            "--gradient_accumulation_steps", "4", "--max_completion_length", "16", "--max_tool_calls", "1",
             "--max_context_tokens", "2048", "--learning_rate", "1e-4", "--lr_scheduler_type", "constant",
             "--bf16", "false", "--report_to", "none", "--save_strategy", "no", "--save_rollouts", "true",
             "--seed", "5"]  # DeepSpeed comes from the accelerate config (configs/deepspeed/zero2.json)
@@ -62,8 +62,10 @@ if __name__ == "__main__":  # one rank of the test above, under accelerate launc
 
     from sculptor_rl.train.rl import SculptorGRPOConfig, build_trainer
 
+    from test_rl_vllm import mentions_key  # this file's folder is on sys.path when run as a script
+
     (cfg,) = TrlParser((SculptorGRPOConfig,)).parse_args_and_config(sys.argv[1:])
-    trainer = build_trainer(cfg)
+    trainer = build_trainer(cfg, reward_funcs=[mentions_key])
     before = digest(trainer.model)
     trainer.train()
     grad_norms = [e["grad_norm"] for e in trainer.state.log_history if "grad_norm" in e]

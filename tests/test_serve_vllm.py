@@ -57,9 +57,9 @@ def client(server):
     return OpenAI(base_url=server.url, api_key=KEY, max_retries=0, timeout=600)
 
 
-def chat(client, content, **kw):
+def chat(client, content, max_tokens=32, **kw):
     messages = content if isinstance(content, list) else [{"role": "user", "content": content}]
-    return client.chat.completions.create(model=MODEL, messages=messages, temperature=0, max_tokens=32, **kw)
+    return client.chat.completions.create(model=MODEL, messages=messages, temperature=0, max_tokens=max_tokens, **kw)
 
 
 def test_plain_answer(client, fmt):
@@ -83,22 +83,38 @@ def test_streamed_answer(client):
     assert chunks[-1].usage.completion_tokens > 0
 
 
+COPY = "Reply with exactly this text and nothing else:\n"
+
+
 def test_tool_trace(client):
-    """The model copies a search call; the server runs it in the request's workspace and loops on."""
-    messages = [{"role": "user", "content": LOG}, {"role": "assistant", "content": "I have read the log."},
-                {"role": "user", "content": "Reply with exactly this text and nothing else:\n"
-                                            + format_tool_call("search_context", {"query": "code word"})}]
-    resp = chat(client, messages, extra_body={"sculptor": {"return_trace": True, "max_tool_calls": 2}})
+    """The model copies a search call; the server runs it in the request's own workspace and loops on."""
+    messages = [{"role": "system", "content": LOG},
+                {"role": "user", "content": COPY + format_tool_call("search_context", {"query": "code word",
+                                                                                      "role": "all"})}]
+    resp = chat(client, messages, max_tokens=64, extra_body={"sculptor": {"return_trace": True, "max_tool_calls": 2}})
     trace = resp.sculptor_trace
     calls = [c for s in trace["steps"] for c in s["calls"]]
-    assert calls and calls[0]["name"] == "search_context" and calls[0]["arguments"] == {"query": "code word"}
-    assert calls[0]["ok"] and "code word» is QX7PLM2A" in calls[0]["result"]
+    assert calls, trace
+    assert calls[0]["name"] == "search_context" and calls[0]["arguments"] == {"query": "code word", "role": "all"}
+    assert calls[0]["ok"] and not calls[0]["modified"] and "«code word» is QX7PLM2A" in calls[0]["result"]
     assert trace["tool_calls"] == len(calls) and len(trace["steps"]) >= 2
     first, second = trace["steps"][:2]
     assert second["prompt_tokens"] > first["prompt_tokens"] + first["completion_tokens"]  # the result was added
     assert resp.usage.prompt_tokens == sum(s["prompt_tokens"] for s in trace["steps"])
-    finish = resp.choices[0].finish_reason
-    assert (finish == "length") == (trace["stop_reason"] != "answer" or trace["steps"][-1]["finish_reason"] == "length")
+    assert resp.usage.completion_tokens == sum(s["completion_tokens"] for s in trace["steps"])
+    assert resp.choices[0].message.content == (trace["steps"][-1]["text"] if trace["stop_reason"] == "answer" else "")
+
+
+def test_tool_trace_of_a_context_modification(client):
+    """A fragment call rewrites the request's message in its workspace; the next prompt is rebuilt from it."""
+    content = COPY + format_tool_call("fragment_context", {"start_marker": "Reply", "end_marker": "else:"})
+    resp = chat(client, content, max_tokens=64, extra_body={"sculptor": {"return_trace": True, "max_tool_calls": 1}})
+    trace = resp.sculptor_trace
+    (call,) = trace["steps"][0]["calls"]
+    assert call["format_error"] is False, trace
+    assert call["name"] == "fragment_context" and call["ok"] and call["modified"]
+    assert call["result"].startswith("Fragmented message 1 (user)")
+    assert trace["context_tokens_after"] > trace["context_tokens_before"]  # the fragment tags are shown
 
 
 def test_passthrough_tool_calls(client):
@@ -136,7 +152,7 @@ def test_auth_refused_and_malformed_bodies_rejected(server):
 def test_load_32_concurrent_requests_without_cross_talk(client, fmt, app):
     """32 requests at once, each with its own ~400+8i-token log and code word: every response belongs to its
     request, they shared engine calls, and the server answers afterwards."""
-    stats, problems = load_bench().load(client, fmt, requests=32, concurrency=32, context_tokens=400, max_tokens=24,
+    stats, problems, _ = load_bench().load(client, fmt, requests=32, concurrency=32, context_tokens=400, max_tokens=24,
                                         seed=1, batcher=app.state.batcher)
     print("\nload:", json.dumps(stats))
     assert problems == []

@@ -3,6 +3,7 @@
 import math
 
 import pytest
+from conftest import assert_prompts_show_the_workspace
 
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
 from sculptor_rl.engines.scripted import ScriptedEngine
@@ -61,13 +62,7 @@ def test_prompt_ids_of_every_step_decode_to_the_rendered_workspace(rollouts, fmt
     by_id = {t["id"]: t for t in tasks}
     for seed, trajs in ((0, plain), (1, mixed)):
         for index, traj in enumerate(trajs):
-            ws = acm_env(seed)(by_id[traj.task_id], index)
-            for step in traj.steps:
-                expected = fmt.text(ws.render(), add_generation_prompt=True, tools=ws.tools)
-                assert fmt.tokenizer.decode(step.prompt_ids) == expected
-                ws.append({"role": "assistant", "content": step.text})
-                for call in step.calls:
-                    ws.append({"role": "tool", "content": ws.call(call["name"], call["arguments"])})
+            assert_prompts_show_the_workspace(traj, acm_env(seed)(by_id[traj.task_id], index), fmt)
 
 
 def test_samples_hold_the_engine_ids_in_the_context_it_saw(rollouts):

@@ -68,3 +68,8 @@ class VLLMEngine:
         """Load new weights (a saved HF checkpoint directory) into the running engine, in place."""
         self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(path)})
         self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
+
+    def close(self) -> None:
+        """Stop the engine and free its memory. vLLM 0.32's `LLM` has no shutdown method: stop its engine core
+        (the process that holds the weights and the KV cache) directly."""
+        self.llm.llm_engine.engine_core.shutdown()

@@ -20,7 +20,8 @@ from ..acm import ToolResult
 from ..envs import acm_env
 from ..tasks.common import SYSTEM_PROMPT as ACM_SYSTEM_PROMPT
 
-__all__ = ["MODES", "PlainContext", "prepare", "make_env", "split_user", "truncate_context", "bm25_context"]
+__all__ = ["MODES", "BASELINE_SYSTEM_PROMPT", "PlainContext", "bm25_context", "check_mode", "chunks", "make_env",
+           "prepare", "split_user", "truncate_context"]
 
 MODES = ("acm", "full", "truncate", "bm25")
 

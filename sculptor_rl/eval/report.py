@@ -106,10 +106,12 @@ def plot_accuracy_vs_length(results: dict, path: Path) -> None:
     fig = Figure(figsize=(4.2 * len(tasks), 3.6), layout="constrained")
     axes = fig.subplots(1, len(tasks), sharey=True, squeeze=False)[0]
     for ax, task in zip(axes, tasks):
-        for run in results["runs"]:
+        for k, run in enumerate(results["runs"]):
             points = sorted((b["context_tokens_before"], 100 * b["accuracy"])
                             for b in run["tasks"][task]["buckets"].values())
-            ax.plot(*zip(*points), marker="o", label=_label(results, run))
+            # runs often tie (all at 0 %): markers and dashes of their own keep each line visible
+            ax.plot(*zip(*points), marker="osD^v<>p"[k % 8], linestyle=("-", "--", ":", "-.")[k % 4],
+                    markersize=7 - k % 4, label=_label(results, run))
         ax.set(title=TITLES.get(task, task), xlabel="context tokens", ylim=(-5, 105))
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("accuracy (%)")

@@ -186,11 +186,9 @@ def run_mode(tasks: list[dict], mode: str, engine, fmt: ChatFormat, cfg: EvalCon
 
 
 def shutdown(engine) -> None:
-    """Stop a vLLM engine. vLLM 0.32's `LLM` has no shutdown method: stop its engine core (the process that
-    holds the weights and the KV cache) directly. Other engines free their memory with their last reference."""
-    llm = getattr(engine, "llm", None)
-    if llm is not None:
-        llm.llm_engine.engine_core.shutdown()
+    """Stop an engine that holds memory outside Python (vLLM); others free it with their last reference."""
+    if hasattr(engine, "close"):
+        engine.close()
 
 
 def _free_memory() -> None:

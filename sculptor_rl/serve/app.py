@@ -30,9 +30,8 @@ from ..acm import TOOL_SCHEMAS, Workspace
 from ..agent.chat import ChatFormat
 from ..agent.loop import LoopConfig, run_rollouts
 from ..agent.toolcalls import PARSERS
-from ..engines.base import Engine
+from ..engines.base import Engine, SamplingConfig
 from ..engines.base import Request as EngineRequest
-from ..engines.base import SamplingConfig
 from ..tasks.common import SYSTEM_PROMPT
 from ..trajectory import Trajectory
 from . import protocol
@@ -71,10 +70,12 @@ class _Result:
 
 def build_app(engine: Engine, fmt: ChatFormat, cfg: ServeConfig, model_name: str) -> FastAPI:
     """The app serving `engine` as `model_name`; it owns a `MicroBatcher` and the request threads."""
-    return _Server(engine, fmt, cfg, model_name).app
+    return _ChatApp(engine, fmt, cfg, model_name).app
 
 
-class _Server:
+class _ChatApp:
+    """The routes and the state they share: limits, the batcher, the request threads, the slots in use."""
+
     def __init__(self, engine: Engine, fmt: ChatFormat, cfg: ServeConfig, model_name: str):
         self.fmt, self.cfg, self.model_name = fmt, cfg, model_name
         self.parser = PARSERS[LoopConfig.parser]()

@@ -8,8 +8,9 @@ One generation round (every `steps_per_generation` micro-steps, TRL's cadence an
 1. the rank's prompts are whole groups of `num_generations` copies of a task; each copy is one rollout of the
    agent loop (`run_rollouts`) on the engine: vLLM in this process (`vllm_mode: colocate`), a `trl vllm-serve`
    server (`server`), or the policy itself through HF `generate` (`engine: hf`);
-2. each rollout's reward (design eq. 4, from the loop) gives its group-normalized advantage
-   (r - mean_group) / (std_group + 1e-4) (TRL's `scale_rewards`), copied to every sample Algorithm 1 cuts from it;
+2. each rollout's reward (design eq. 4 as the loop computed it, or the sum of TRL-style `reward_funcs`) gives its
+   group-normalized advantage (r - mean_group) / (std_group + 1e-4) (TRL's `scale_rewards`), copied to every
+   sample Algorithm 1 cuts from it;
 3. the samples are split into `steps_per_generation` micro-batches of about equal token count and trained with
    the GSPO/GRPO loss of `sculptor_rl.train.loss` (normalized by the counts of the whole optimizer step, since
    micro-batches hold different numbers of samples); after each optimizer step the engine gets the new weights.
@@ -51,12 +52,13 @@ from ..engines.base import SamplingConfig
 from ..metrics import summarize
 from ..models import resolve_model
 from ..rewards import RewardConfig
-from ..rollout import acm_env
+from ..envs import ENVS, make_env_factory
 from ..samples import Sample, build_samples
 from ..tasks import load_tasks
 from ..trajectory import write_trajectories
 from .curves import CurvesCallback
 from .loss import LOSS_TYPES, lm_loss, policy_loss
+from .masked_lm import kept_positions, masked_token_logprobs
 from .sft import _last_checkpoint, save_final
 
 log = logging.getLogger(__name__)
@@ -75,6 +77,9 @@ class SculptorGRPOConfig(GRPOConfig):
     model: str | None = field(default=None, metadata={"help": "HF id or path; default: the embedded SmolLM2-135M"})
     tasks: str = field(default="", metadata={"help": "tasks: .jsonl, .parquet or a datasets name (`data generate`)"})
     tasks_limit: int | None = field(default=None, metadata={"help": "use the first N tasks"})
+    env: str = field(default="acm", metadata={"help": "the environment the loop runs: acm | memtool (sculptor_rl.envs)"})
+    env_params: dict | str | None = field(default=None, metadata={"help": "the environment's parameters (JSON on "
+                                                                          "the command line)"})
     engine: str = field(default="vllm", metadata={"help": "vllm (vllm_mode colocate|server) or hf (the policy's "
                                                           "own generate: no vLLM, no sync)"})
     max_tool_calls: int = field(default=20, metadata={"help": "a rollout making more calls stops (reward -1)"})
@@ -99,8 +104,9 @@ class SculptorGRPOConfig(GRPOConfig):
     epsilon_high: float | None = 4e-4
     # the ratio uses trainer-recomputed old logprobs; the sampler mismatch is logged, not corrected
     vllm_importance_sampling_correction: bool = False
-    gradient_checkpointing: bool = False
     logging_steps: float = 1
+
+    _VALID_DICT_FIELDS = GRPOConfig._VALID_DICT_FIELDS + ["env_params"]
 
     def loop_config(self) -> LoopConfig:
         return LoopConfig(max_tool_calls=self.max_tool_calls, max_context_tokens=self.max_context_tokens,
@@ -133,20 +139,20 @@ def _all_gather(obj) -> list:
     return out
 
 
-def loop_reward(prompts, completions, trajectories=(), **kwargs) -> list[float]:
-    """The reward source named to TRL: each rollout's reward as the agent loop computed it (design eq. 4).
-    `SculptorGRPOTrainer` reads the rewards off the trajectories itself; TRL requires a source to be named."""
+def loop_reward(trajectories, **kwargs) -> list[float]:
+    """The default reward function: each rollout's reward as the agent loop computed it (design eq. 4)."""
     return [t.reward for t in trajectories]
 
 
-def group_advantages(rewards: torch.Tensor, num_generations: int, scale: str) -> torch.Tensor:
+def group_advantages(rewards: torch.Tensor, num_generations: int, std: str | float = "group") -> torch.Tensor:
     """(r - mean of its group) / (std + 1e-4), rewards grouped as consecutive runs of `num_generations`.
-    `scale`: "group" (the group's std), "batch" (std over all given rewards) or "none" (no division)."""
+    `std`: "group" (each group's), "none" (no division) or a number (TRL's "batch": the std of all rollouts)."""
     grouped = rewards.view(-1, num_generations)
     centered = (grouped - grouped.mean(dim=1, keepdim=True)).view(-1)
-    if scale == "none":
+    if std == "none":
         return centered
-    std = grouped.std(dim=1).repeat_interleave(num_generations) if scale == "group" else rewards.std().expand_as(rewards)
+    if std == "group":
+        std = grouped.std(dim=1).repeat_interleave(num_generations)
     return centered / (std + 1e-4)
 
 
@@ -169,24 +175,24 @@ def split_balanced(lengths: list[int], parts: int) -> list[list[int]]:
 
 
 def collate(samples: list[Sample], advantages: list[float], pad_id: int) -> dict[str, torch.Tensor]:
-    """A right-padded micro-batch. `keep` lists the positions whose logits predict a trained token (in any row);
-    `targets`, `mask` and `sampling_logps` are `[B, len(keep)]` at those positions."""
+    """A right-padded micro-batch; `labels` are the input ids where the loss mask is 1, -100 elsewhere.
+    Per-token tensors (`sampling_logps`: the engine's; later `old_logps`, `ref_logps`) are `[B, k]` at the
+    `kept_positions`, the layout of `masked_token_logprobs`."""
     width = max(len(s.input_ids) for s in samples)
     ids = torch.full((len(samples), width), pad_id, dtype=torch.long)
     attention = torch.zeros_like(ids)
-    loss_mask = torch.zeros_like(ids)
+    labels = torch.full_like(ids, -100)
     engine_lp = torch.zeros(len(samples), width)
     for row, s in enumerate(samples):
         n = len(s.input_ids)
         ids[row, :n], attention[row, :n] = torch.tensor(s.input_ids), 1
-        loss_mask[row, :n] = torch.tensor(s.loss_mask)
+        labels[row, :n] = torch.where(torch.tensor(s.loss_mask).bool(), ids[row, :n], -100)
         if s.logprobs is not None:
             engine_lp[row, :n] = torch.tensor(s.logprobs)
-    keep = loss_mask[:, 1:].any(dim=0).nonzero().squeeze(-1)  # position p predicts token p + 1
-    batch = {"input_ids": ids, "attention_mask": attention, "keep": keep, "targets": ids[:, keep + 1],
-             "mask": loss_mask[:, keep + 1].float(), "advantages": torch.tensor(advantages, dtype=torch.float32)}
+    batch = {"input_ids": ids, "attention_mask": attention, "labels": labels,
+             "advantages": torch.tensor(advantages, dtype=torch.float32)}
     if all(s.logprobs is not None for s in samples):
-        batch["sampling_logps"] = engine_lp[:, keep + 1]
+        batch["sampling_logps"] = engine_lp[:, kept_positions(labels) + 1]
     return batch
 
 
@@ -199,13 +205,16 @@ class SculptorGRPOTrainer(GRPOTrainer):
     """
 
     def __init__(self, model, args: SculptorGRPOConfig, tasks: list[dict], processing_class, fmt: ChatFormat,
-                 engine=None, peft_config=None, callbacks=None):
+                 engine=None, reward_funcs=None, peft_config=None, callbacks=None):
+        """`reward_funcs`: TRL-style callables, each called once per round as `f(prompts=, completions=, tasks=,
+        trajectories=)` and returning one reward per rollout; weighted by `reward_weights` and summed. Default:
+        `loop_reward`. `engine`: an engine to use instead of building one (its sampling settings apply)."""
         from datasets import Dataset
 
         for warning in check_config(args):
             log.warning(warning)
         dataset = Dataset.from_dict({"record": [json.dumps(t, ensure_ascii=False) for t in tasks]})
-        super().__init__(model=model, reward_funcs=[loop_reward], args=args, train_dataset=dataset,
+        super().__init__(model=model, reward_funcs=reward_funcs or [loop_reward], args=args, train_dataset=dataset,
                          processing_class=processing_class, peft_config=peft_config,
                          callbacks=[CurvesCallback(), *(callbacks or [])])
         self.fmt = fmt
@@ -256,21 +265,25 @@ class SculptorGRPOTrainer(GRPOTrainer):
         return VLLMEngine(self.model.name_or_path, self.fmt.stop_ids, self.sampling,
                           max_model_len=args.vllm_max_model_length, **kwargs)
 
-    def _named_weights(self):
-        """(name, tensor) in checkpoint naming, ZeRO-3 shards gathered and LoRA merged; every rank iterates."""
+    def engine_weights(self) -> dict[str, torch.Tensor]:
+        """The weights as a checkpoint names them, copied to CPU in bf16: ZeRO-3 shards gathered, LoRA merged
+        (and unmerged again). A collective under ZeRO-3: every rank calls it."""
         model = self.accelerator.unwrap_model(self.model)
+        out = {}
         if hasattr(model, "merge_adapter"):
             with self._dist.gather_params(list(model.parameters())):
                 model.merge_adapter()
                 for name, p in model.named_parameters():
                     name = name.removeprefix("base_model.model.").replace(".base_layer", "")
                     if model.prefix not in name and "original_module" not in name:
-                        yield name.replace("modules_to_save.default.", ""), p.data
+                        out[name.replace("modules_to_save.default.", "")] = p.detach().to("cpu", torch.bfloat16,
+                                                                                           copy=True)
                 model.unmerge_adapter()
         else:
             for name, p in model.named_parameters():
                 with self._dist.gather_params([p]):
-                    yield name, p.data
+                    out[name] = p.detach().to("cpu", torch.bfloat16, copy=True)
+        return out
 
     def sync_engine(self) -> None:
         """Give the engine the trainer's current weights (once per optimizer step)."""
@@ -283,8 +296,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
 
             if self._weights_dir is None:
                 self._weights_dir = tempfile.TemporaryDirectory(prefix="sculptor-rl-weights-")
-            weights = {n: t.detach().to("cpu", torch.bfloat16).contiguous() for n, t in self._named_weights()}
-            save_file(weights, str(Path(self._weights_dir.name) / "model.safetensors"))
+            save_file(self.engine_weights(), str(Path(self._weights_dir.name) / "model.safetensors"))
             self.engine.reload_weights(self._weights_dir.name)
         self._synced_step = self.state.global_step
 
@@ -317,7 +329,8 @@ class SculptorGRPOTrainer(GRPOTrainer):
         self.sync_engine()
         t1 = time.perf_counter()
         tasks = self._local_tasks(rows)
-        make_env = acm_env(hash((args.seed, self.state.global_step, self.rank)) % 2**31)
+        make_env = make_env_factory(args.env, hash((args.seed, self.state.global_step, self.rank)) % 2**31,
+                                    **(args.env_params or {}))
 
         def rollouts():
             return run_rollouts(tasks, self.engine, self.fmt, make_env, args.loop_config(), args.reward_config(),
@@ -335,12 +348,11 @@ class SculptorGRPOTrainer(GRPOTrainer):
             trajs = rollouts()
         t2 = time.perf_counter()
 
-        rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)
-        if args.scale_rewards == "batch":  # the std over every rank's rollouts
-            batch_std = torch.tensor([r for rs in _all_gather(rewards.tolist()) for r in rs]).std()
-            advantages = group_advantages(rewards, self.num_generations, "none") / (batch_std + 1e-4)
-        else:
-            advantages = group_advantages(rewards, self.num_generations, args.scale_rewards)
+        rewards = self._rewards(tasks, trajs)
+        std = args.scale_rewards
+        if std == "batch":  # the std over every rank's rollouts
+            std = torch.tensor([r for rs in _all_gather(rewards.tolist()) for r in rs]).std().item()
+        advantages = group_advantages(rewards, self.num_generations, std)
         samples, sample_adv = [], []
         for traj, adv in zip(trajs, advantages.tolist()):
             for s in build_samples(traj):
@@ -362,6 +374,17 @@ class SculptorGRPOTrainer(GRPOTrainer):
         self._log_round(trajs, len(samples), {"weight_sync": t1 - t0, "generation": t2 - t1, "scoring": t3 - t2, "training": t4 - t3})
         return [{k: v.to(device) if torch.is_tensor(v) else v for k, v in b.items()} for b in batches]
 
+    def _rewards(self, tasks: list[dict], trajs) -> torch.Tensor:
+        """The reward functions' weighted sum per rollout; written back to the trajectories (logs, rollout files)."""
+        records = [task for task in tasks for _ in range(self.num_generations)]  # run_rollouts' order
+        kwargs = dict(prompts=[r["messages"] for r in records], completions=[t.answer or "" for t in trajs],
+                      tasks=records, trajectories=trajs)
+        per_func = torch.tensor([f(**kwargs) for f in self.reward_funcs], dtype=torch.float32).T
+        rewards = (per_func * self.reward_weights).sum(-1)
+        for traj, r in zip(trajs, rewards.tolist()):
+            traj.reward = r
+        return rewards
+
     def _micro_batches(self, samples: list[Sample], advantages: list[float]) -> list[dict]:
         """`steps_per_generation` micro-batches, each normalized by the counts of its optimizer step (all ranks)."""
         spg, ga = self.args.steps_per_generation, self.args.gradient_accumulation_steps
@@ -370,16 +393,16 @@ class SculptorGRPOTrainer(GRPOTrainer):
         for idx in parts:
             if idx:
                 batches.append(collate([samples[i] for i in idx], [advantages[i] for i in idx], self.pad_id))
-            else:  # fewer samples than micro-steps: a zero-weight copy keeps every rank's forward/backward in step
+            else:  # fewer samples than micro-steps: an untrained copy keeps every rank's forward/backward in step
                 filler = collate([samples[0]], [0.0], self.pad_id)
-                filler["mask"].zero_()
+                filler["labels"].fill_(-100)
+                filler.pop("sampling_logps", None)
                 batches.append(filler)
         counts = []
         for step in range(spg // ga):
-            mine = batches[step * ga : (step + 1) * ga]
-            counts += [sum(float((b["mask"].sum(-1) > 0).sum()) for b in mine),
-                       sum(float(b["mask"].sum()) for b in mine),
-                       sum(float((b["mask"] * (b["advantages"] > 0).unsqueeze(-1)).sum()) for b in mine)]
+            trained = [(b["labels"] != -100, b["advantages"]) for b in batches[step * ga : (step + 1) * ga]]
+            counts += [sum(float(m.any(-1).sum()) for m, _ in trained), sum(float(m.sum()) for m, _ in trained),
+                       sum(float((m & (a > 0).unsqueeze(-1)).sum()) for m, a in trained)]
         counts = _all_reduce_sum(counts)
         for k, b in enumerate(batches):
             n_samples, n_tokens, n_lm = counts[3 * (k // ga) : 3 * (k // ga) + 3]
@@ -410,19 +433,15 @@ class SculptorGRPOTrainer(GRPOTrainer):
 
     # ---- loss ----
 
-    def _logps(self, model, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logprobs of the trained tokens (and the entropies there), logits only at the `keep` positions."""
-        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], logits_to_keep=batch["keep"],
-                    use_cache=False)
-        logp = torch.log_softmax(out.logits.float() / self.temperature, dim=-1)
-        logps = logp.gather(-1, batch["targets"].unsqueeze(-1)).squeeze(-1)
-        with torch.no_grad():
-            entropy = -(logp.exp() * logp).sum(-1)
-        return logps, entropy
+    def _logps(self, model, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Logprobs of the trained tokens, their mask and the entropies there (`[B, k]`, LM head at k positions)."""
+        logps, mask, entropy = masked_token_logprobs(model, batch["input_ids"], batch["attention_mask"],
+                                                     batch["labels"], temperature=self.temperature, entropy=True)
+        return logps, mask.to(logps.dtype), entropy
 
     def _compute_loss(self, model, inputs):
-        args, mask, adv = self.args, inputs["mask"], inputs["advantages"]
-        logps, entropy = self._logps(model, inputs)
+        args, adv = self.args, inputs["advantages"]
+        logps, mask, entropy = self._logps(model, inputs)
         old = inputs.get("old_logps")
         loss, stats = policy_loss(
             logps, logps.detach() if old is None else old, adv, mask, level=self.importance_sampling_level,
@@ -469,7 +488,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
         m["reward_std"].append(float(rewards.std()) if len(rewards) > 1 else 0.0)
         m["frac_reward_zero_std"].append(float((rewards.view(-1, g).std(dim=1) == 0).float().mean()))
         m["samples_per_rollout"].append(sum(n for _, n in parts) / len(everyone))
-        for tool in TOOL_NAMES:  # calls per task of each tool
+        for tool in sorted(set(TOOL_NAMES) | set(s["tool_calls_per_tool"])):  # calls per task of each tool
             m[f"tools/{tool}"].append(s["tool_calls_per_tool"].get(tool, 0.0))
         for phase, sec in seconds.items():
             if phase == "training":  # old/reference logprobs: counted with the training time of this step
@@ -485,6 +504,8 @@ def check_config(cfg: SculptorGRPOConfig) -> list[str]:
         errors.append("set `tasks:` (a .jsonl written by `sculptor-rl data generate`, a .parquet or a datasets name)")
     elif cfg.tasks.endswith((".jsonl", ".parquet")) and not Path(cfg.tasks).exists():
         warnings.append(f"tasks file {cfg.tasks} does not exist yet (make it with `sculptor-rl data generate`)")
+    if cfg.env not in ENVS:
+        errors.append(f"env must be one of {tuple(ENVS)}, got {cfg.env!r}")
     if cfg.engine not in ENGINES:
         errors.append(f"engine must be one of {ENGINES}, got {cfg.engine!r}")
     if cfg.vllm_mode not in VLLM_MODES:
@@ -569,7 +590,7 @@ def plan(cfg: SculptorGRPOConfig) -> str:
     return "\n".join(lines)
 
 
-def build_trainer(cfg: SculptorGRPOConfig, engine=None) -> SculptorGRPOTrainer:
+def build_trainer(cfg: SculptorGRPOConfig, engine=None, reward_funcs=None) -> SculptorGRPOTrainer:
     from transformers import AutoModelForCausalLM
 
     model_path = resolve_model(cfg.model)
@@ -586,7 +607,8 @@ def build_trainer(cfg: SculptorGRPOConfig, engine=None) -> SculptorGRPOTrainer:
         peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                                  target_modules=targets[0] if targets == ["all-linear"] else targets,
                                  task_type="CAUSAL_LM")
-    return SculptorGRPOTrainer(model, cfg, tasks, fmt.tokenizer, fmt, engine=engine, peft_config=peft_config)
+    return SculptorGRPOTrainer(model, cfg, tasks, fmt.tokenizer, fmt, engine=engine, reward_funcs=reward_funcs,
+                               peft_config=peft_config)
 
 
 def train(cfg: SculptorGRPOConfig, engine=None) -> Path:
