@@ -17,8 +17,9 @@ One generation round (every `steps_per_generation` micro-steps, TRL's cadence an
 
 Choices, briefly:
 - A sample is trimmed after its last trained token (what follows changes no loss) and the LM head runs only at
-  the positions that predict a trained token (`logits_to_keep` as an index tensor). TRL's fused head would
-  project every position on CPU and score tool results as completion tokens.
+  the positions that predict a trained token (`masked_lm`). TRL's fused head would project every position on
+  CPU and score tool results as completion tokens. A micro-batch holds however many samples its rollouts made
+  (each the length of a context): keep TRL's default gradient checkpointing unless memory is plentiful.
 - Old logprobs: when each generation round is one optimizer step (`steps_per_generation ==
   gradient_accumulation_steps`, `num_iterations == 1`, the default) the policy has not moved, so the old
   logprobs are the current ones detached (ratio exactly 1, as in TRL). Otherwise they are recomputed with the
