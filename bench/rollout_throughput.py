@@ -35,6 +35,7 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=16)
     ap.add_argument("--generations", type=int, default=2)
     ap.add_argument("--max-new-tokens", type=int, default=256)
+    ap.add_argument("--gpu-memory-utilization", type=float, default=0.3, help="on CPU: the share of RAM for vLLM")
     args = ap.parse_args()
 
     from vllm import SamplingParams
@@ -50,7 +51,8 @@ def main() -> None:
 
     model = resolve_model(args.model)
     fmt = ChatFormat.from_pretrained(model)
-    engine = VLLMEngine(model, fmt.stop_ids, SamplingConfig(temperature=1.0, seed=0), max_model_len=8192)
+    engine = VLLMEngine(model, fmt.stop_ids, SamplingConfig(temperature=1.0, seed=0), max_model_len=8192,
+                        gpu_memory_utilization=args.gpu_memory_utilization)
     tasks = generate("pi_llm", args.tasks, seed=123, keys=3, updates=32)
     warm = [TokensPrompt(prompt_token_ids=fmt.head_ids(tasks[0]["messages"], acm_env(0)(tasks[0], 0).tools))]
     engine.llm.generate(warm, SamplingParams(max_tokens=8), use_tqdm=False)  # first-call costs off the clock

@@ -3,7 +3,8 @@
 vLLM in two ranks is too heavy for a 2-core machine, so each rank runs the real agent loop on the `hf` engine
 (the policy's own `generate`, seeded per rank). This file is also the per-rank script: it trains through
 `build_trainer` and writes what the rank saw (its rollouts' task ids, a digest of its final weights) so the
-test can check the sharding itself: accelerate reports one process per rank under DeepSpeed on CPU.
+test checks the sharding itself. Without a GPU, accelerate reports one process per rank under DeepSpeed
+(every rank would train on the same rows) unless `ddp_backend: gloo` is set, as here.
 """
 
 import hashlib
@@ -33,8 +34,8 @@ def test_two_ranks_zero2_complete_rl_steps(model_path, tmp_path):
     write_jsonl(generate("pi_llm", 8, seed=3, keys=1, updates=1), tmp_path / "tasks.jsonl")
     out = tmp_path / "rl"
     args = ["--model", model_path, "--tasks", str(tmp_path / "tasks.jsonl"), "--output_dir", str(out),
-            "--engine", "hf", "--max_steps", "2", "--num_generations", "4", "--per_device_train_batch_size", "2",
-            "--gradient_accumulation_steps", "4", "--max_completion_length", "16", "--max_tool_calls", "1",
+            "--engine", "hf", "--max_steps", "2", "--num_generations", "4", "--per_device_train_batch_size", "1",
+            "--gradient_accumulation_steps", "4", "--ddp_backend", "gloo", "--max_completion_length", "16", "--max_tool_calls", "1",
             "--max_context_tokens", "2048", "--learning_rate", "1e-4", "--lr_scheduler_type", "constant",
             "--bf16", "false", "--report_to", "none", "--save_strategy", "no", "--save_rollouts", "true",
             "--seed", "5"]  # DeepSpeed comes from the accelerate config (configs/deepspeed/zero2.json)
@@ -46,7 +47,7 @@ def test_two_ranks_zero2_complete_rl_steps(model_path, tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     assert [r["world"] for r in ranks] == [2, 2] and all(r["global_step"] == 2 for r in ranks)
-    # each rank ran its own share of the tasks (1 of the 2 groups per round), both rounds
+    # each rank ran its own share of the tasks (1 of the 2 groups per round), in both rounds
     for step in (1, 2):
         seen = [{json.loads(line)["task_id"] for line in (out / "rollouts" / f"step-{step:06d}.rank{r}.jsonl").open()}
                 for r in range(2)]

@@ -29,8 +29,9 @@ Choices, briefly:
   so the trainer saves the weights (bf16 safetensors, LoRA merged) to a directory and the engine reloads them
   (`VLLMEngine.reload_weights`, under a second for the embedded model). Server mode uses TRL's
   `VLLMGeneration.sync_weights` (NCCL; gathers ZeRO-3 shards and merges LoRA). TRL's own `use_vllm` stays off.
-- Under DeepSpeed on CPU, accelerate reports one process per rank while DeepSpeed's gloo group spans them all;
-  sharding and count reductions therefore use the torch.distributed process group directly.
+- DeepSpeed on CPU: without a GPU accelerate picks no backend and reports one process per rank (every rank
+  would read the same rows) while DeepSpeed's gloo group spans them all; `ddp_backend: gloo` makes accelerate
+  use that group. The trainer refuses to start when the two disagree.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from accelerate.utils import gather_object
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 
 from ..acm import TOOL_SCHEMAS
@@ -116,28 +118,6 @@ class SculptorGRPOConfig(GRPOConfig):
     def reward_config(self) -> RewardConfig:
         return RewardConfig(correct_threshold=self.correct_threshold, format_error_penalty=self.format_error_penalty,
                             cap_penalty=self.cap_penalty)
-
-
-def _process_group() -> tuple[int, int]:
-    """(rank, world size) of the real process group (see the module docstring on DeepSpeed on CPU)."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def _all_reduce_sum(values: list[float]) -> list[float]:
-    t = torch.tensor(values, dtype=torch.float64)
-    if _process_group()[1] > 1:
-        dist.all_reduce(t)
-    return t.tolist()
-
-
-def _all_gather(obj) -> list:
-    if _process_group()[1] == 1:
-        return [obj]
-    out = [None] * dist.get_world_size()
-    dist.all_gather_object(out, obj)
-    return out
 
 
 def loop_reward(trajectories, **kwargs) -> list[float]:
@@ -219,12 +199,10 @@ class SculptorGRPOTrainer(GRPOTrainer):
                          processing_class=processing_class, peft_config=peft_config,
                          callbacks=[CurvesCallback(), *(callbacks or [])])
         self.fmt = fmt
-        self.rank, self.world = _process_group()
-        # accelerate missed the other ranks (DeepSpeed on CPU): every rank reads the same rows; shard them here
-        self.replicated = self.world > self.accelerator.num_processes
-        if self.replicated:
-            log.warning("accelerate sees %d process(es) but the process group has %d: sharding rollouts by rank",
-                        self.accelerator.num_processes, self.world)
+        self.rank, self.world = self.accelerator.process_index, self.accelerator.num_processes
+        if dist.is_initialized() and dist.get_world_size() != self.world:  # every rank would train on the same rows
+            raise ValueError(f"accelerate sees {self.world} process(es) but the process group has "
+                             f"{dist.get_world_size()}: without GPUs, set `ddp_backend: gloo` (DeepSpeed on CPU)")
         self.sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p,
                                        top_k=args.top_k if args.top_k > 0 else -1, seed=args.seed + self.rank)
         self.vllm_generation = None  # server mode: TRL's weight sync
@@ -318,10 +296,6 @@ class SculptorGRPOTrainer(GRPOTrainer):
         if any(len(grp) != g or len({r["record"] for r in grp}) != 1 for grp in groups):
             raise ValueError("a rank's rollouts must be whole groups: per_device_train_batch_size * "
                              "steps_per_generation must be a multiple of num_generations")
-        if self.replicated:
-            if len(groups) % self.world:
-                raise ValueError(f"{len(groups)} task groups per round cannot be shared by {self.world} ranks")
-            groups = groups[self.rank :: self.world]
         return [json.loads(grp[0]["record"]) for grp in groups]
 
     def _generate_round(self, rows) -> list[dict]:
@@ -352,7 +326,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
         rewards = self._rewards(tasks, trajs)
         std = args.scale_rewards
         if std == "batch":  # the std over every rank's rollouts
-            std = torch.tensor([r for rs in _all_gather(rewards.tolist()) for r in rs]).std().item()
+            std = self.accelerator.gather(rewards.to(device)).std().item()
         advantages = group_advantages(rewards, self.num_generations, std)
         samples, sample_adv = [], []
         for traj, adv in zip(trajs, advantages.tolist()):
@@ -404,7 +378,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
             trained = [(b["labels"] != -100, b["advantages"]) for b in batches[step * ga : (step + 1) * ga]]
             counts += [sum(float(m.any(-1).sum()) for m, _ in trained), sum(float(m.sum()) for m, _ in trained),
                        sum(float((m & (a > 0).unsqueeze(-1)).sum()) for m, a in trained)]
-        counts = _all_reduce_sum(counts)
+        counts = self.accelerator.reduce(torch.tensor(counts, device=self.accelerator.device), "sum").tolist()
         for k, b in enumerate(batches):
             n_samples, n_tokens, n_lm = counts[3 * (k // ga) : 3 * (k // ga) + 3]
             b.update(num_samples=n_samples / self.world, num_tokens=n_tokens / self.world, num_lm_tokens=n_lm / self.world)
@@ -477,8 +451,8 @@ class SculptorGRPOTrainer(GRPOTrainer):
         """Rollout metrics over every rank's rollouts (light copies: no prompt ids or messages)."""
         light = [replace(t, messages=[], steps=[replace(s, prompt_ids=[], logprobs=None) for s in t.steps])
                  for t in trajs]
-        parts = _all_gather((light, num_samples))
-        everyone = [t for ts, _ in parts for t in ts]
+        everyone = gather_object(light)
+        num_samples = sum(gather_object([num_samples]))
         s = summarize(everyone)
         rewards = torch.tensor([t.reward for t in everyone])
         g = self.num_generations
@@ -488,7 +462,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
             m[key].append(float(s[key]))
         m["reward_std"].append(float(rewards.std()) if len(rewards) > 1 else 0.0)
         m["frac_reward_zero_std"].append(float((rewards.view(-1, g).std(dim=1) == 0).float().mean()))
-        m["samples_per_rollout"].append(sum(n for _, n in parts) / len(everyone))
+        m["samples_per_rollout"].append(num_samples / len(everyone))
         for tool in sorted(set(TOOL_NAMES) | set(s["tool_calls_per_tool"])):  # calls per task of each tool
             m[f"tools/{tool}"].append(s["tool_calls_per_tool"].get(tool, 0.0))
         for phase, sec in seconds.items():
