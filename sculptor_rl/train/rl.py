@@ -62,7 +62,7 @@ from ..trajectory import write_trajectories
 from .curves import CurvesCallback
 from .loss import LOSS_TYPES, lm_loss, policy_loss
 from .masked_lm import kept_positions, masked_token_logprobs
-from .sft import _last_checkpoint, save_final
+from .sft import _last_checkpoint, lora_config, save_final
 
 log = logging.getLogger(__name__)
 
@@ -574,16 +574,8 @@ def build_trainer(cfg: SculptorGRPOConfig, engine=None, reward_funcs=None) -> Sc
     init = dict(cfg.model_init_kwargs or {})
     init.setdefault("dtype", torch.float32)
     model = AutoModelForCausalLM.from_pretrained(model_path, **init)
-    peft_config = None
-    if cfg.use_peft:
-        from peft import LoraConfig
-
-        targets = cfg.lora_target_modules
-        peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                                 target_modules=targets[0] if targets == ["all-linear"] else targets,
-                                 task_type="CAUSAL_LM")
     return SculptorGRPOTrainer(model, cfg, tasks, fmt.tokenizer, fmt, engine=engine, reward_funcs=reward_funcs,
-                               peft_config=peft_config)
+                               peft_config=lora_config(cfg))
 
 
 def train(cfg: SculptorGRPOConfig, engine=None) -> Path:

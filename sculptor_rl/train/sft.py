@@ -74,21 +74,24 @@ def train(cfg: SculptorSFTConfig) -> Path:
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     cfg.max_length = cfg.max_length or getattr(model.config, "max_position_embeddings", None)
     dataset = load_sample_dataset(cfg.samples, cfg.max_length)
-    peft_config = None
-    if cfg.use_peft:
-        from peft import LoraConfig
-
-        targets = cfg.lora_target_modules
-        peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                                 target_modules=targets[0] if targets == ["all-linear"] else targets,
-                                 task_type="CAUSAL_LM")
     trainer = MaskedSFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tokenizer,
-                         peft_config=peft_config, callbacks=[CurvesCallback()])
+                         peft_config=lora_config(cfg), callbacks=[CurvesCallback()])
     resume = _last_checkpoint(cfg.output_dir) if cfg.resume_from_checkpoint is None else cfg.resume_from_checkpoint
     if resume:
         log.info("resuming from %s", resume)
     trainer.train(resume_from_checkpoint=resume)
     return save_final(trainer, tokenizer, Path(cfg.output_dir) / "final")
+
+
+def lora_config(cfg):
+    """The LoRA adapters a config asks for (`use_peft` and the `lora_*` fields, shared by SFT and RL), or None."""
+    if not cfg.use_peft:
+        return None
+    from peft import LoraConfig
+
+    targets = cfg.lora_target_modules
+    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                      target_modules=targets[0] if targets == ["all-linear"] else targets, task_type="CAUSAL_LM")
 
 
 def _last_checkpoint(output_dir: str) -> str | None:
