@@ -28,8 +28,9 @@ def test_accelerate_config_points_at_a_deepspeed_config_with_auto_batches(path):
     if cfg["distributed_type"] == "DEEPSPEED":
         ds = json.loads((ROOT / cfg["deepspeed_config"]["deepspeed_config_file"]).read_text())
         assert ds["zero_optimization"]["stage"] in (2, 3)
-        assert all(ds[k] == "auto" for k in ("train_batch_size", "train_micro_batch_size_per_gpu",
-                                               "gradient_accumulation_steps"))
+        assert all(ds[k] == "auto" for k in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps"))
+        # DeepSpeed derives the global batch from its own world size: accelerate sees one process per rank on CPU
+        assert "train_batch_size" not in ds
         assert cfg["deepspeed_config"]["zero3_init_flag"] == (ds["zero_optimization"]["stage"] == 3)
 
 
