@@ -194,7 +194,8 @@ def test_equals_trl_grpo_trainer_loss(level, loss_type, beta, fmt, tmp_path):
                 jitter = 0.08 * (torch.rand(1, generator=noise).item() - 0.5)
                 old[i, k] = old_of[(i, p + 1)] = current[i, k] + bias[i] + jitter
                 if beta:
-                    ref[i, k] = ref_of[(i, p + 1)] = ref_current[i, k] + 0.3 * (torch.rand(1, generator=noise).item() - 0.5)
+                    shift = 0.3 * (torch.rand(1, generator=noise).item() - 0.5)
+                    ref[i, k] = ref_of[(i, p + 1)] = ref_current[i, k] + shift
     batch["old_logps"] = old
     if beta:
         batch["ref_logps"] = ref

@@ -35,7 +35,8 @@ def test_two_ranks_zero2_complete_rl_steps(model_path, tmp_path):
     out = tmp_path / "rl"
     args = ["--model", model_path, "--tasks", str(tmp_path / "tasks.jsonl"), "--output_dir", str(out),
             "--engine", "hf", "--max_steps", "2", "--num_generations", "4", "--per_device_train_batch_size", "1",
-            "--gradient_accumulation_steps", "4", "--ddp_backend", "gloo", "--max_completion_length", "16", "--max_tool_calls", "1",
+            "--gradient_accumulation_steps", "4", "--ddp_backend", "gloo", "--max_completion_length", "16",
+            "--max_tool_calls", "1",
             "--max_context_tokens", "2048", "--learning_rate", "1e-4", "--lr_scheduler_type", "constant",
             "--bf16", "false", "--report_to", "none", "--save_strategy", "no", "--save_rollouts", "true",
             "--seed", "5"]  # DeepSpeed comes from the accelerate config (configs/deepspeed/zero2.json)

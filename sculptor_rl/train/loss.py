@@ -86,7 +86,8 @@ def policy_loss(
         low = ((ratio < 1 - epsilon_low) & (adv < 0)).to(mask.dtype).expand_as(mask)
         high = ((ratio > 1 + epsilon_high) & (adv > 0)).to(mask.dtype).expand_as(mask)
         tokens = mask.sum().clamp(min=1.0)
-        stats = {"clip_ratio/low_mean": (low * mask).sum() / tokens, "clip_ratio/high_mean": (high * mask).sum() / tokens,
+        stats = {"clip_ratio/low_mean": (low * mask).sum() / tokens,
+                 "clip_ratio/high_mean": (high * mask).sum() / tokens,
                  "ratio_mean": (ratio.expand_as(mask) * mask).sum() / tokens}
         if beta:
             stats["kl"] = (kl * mask).sum() / tokens

@@ -80,7 +80,7 @@ class SculptorGRPOConfig(GRPOConfig):
     model: str | None = field(default=None, metadata={"help": "HF id or path; default: the embedded SmolLM2-135M"})
     tasks: str = field(default="", metadata={"help": "tasks: .jsonl, .parquet or a datasets name (`data generate`)"})
     tasks_limit: int | None = field(default=None, metadata={"help": "use the first N tasks"})
-    env: str = field(default="acm", metadata={"help": "the environment the loop runs: acm | memtool (sculptor_rl.envs)"})
+    env: str = field(default="acm", metadata={"help": "the loop's environment: acm | memtool (sculptor_rl.envs)"})
     env_params: dict | str | None = field(default=None, metadata={"help": "the environment's parameters (JSON on "
                                                                           "the command line)"})
     engine: str = field(default="vllm", metadata={"help": "vllm (vllm_mode colocate|server) or hf (the policy's "
@@ -346,7 +346,8 @@ class SculptorGRPOTrainer(GRPOTrainer):
             out = Path(args.output_dir) / "rollouts" / f"step-{self.state.global_step + 1:06d}.rank{self.rank}.jsonl"
             out.parent.mkdir(parents=True, exist_ok=True)
             write_trajectories(trajs, out)
-        self._log_round(trajs, len(samples), {"weight_sync": t1 - t0, "generation": t2 - t1, "scoring": t3 - t2, "training": t4 - t3})
+        self._log_round(trajs, len(samples),
+                        {"weight_sync": t1 - t0, "generation": t2 - t1, "scoring": t3 - t2, "training": t4 - t3})
         return [{k: v.to(device) if torch.is_tensor(v) else v for k, v in b.items()} for b in batches]
 
     def _rewards(self, tasks: list[dict], trajs) -> torch.Tensor:
@@ -381,7 +382,8 @@ class SculptorGRPOTrainer(GRPOTrainer):
         counts = self.accelerator.reduce(torch.tensor(counts, device=self.accelerator.device), "sum").tolist()
         for k, b in enumerate(batches):
             n_samples, n_tokens, n_lm = counts[3 * (k // ga) : 3 * (k // ga) + 3]
-            b.update(num_samples=n_samples / self.world, num_tokens=n_tokens / self.world, num_lm_tokens=n_lm / self.world)
+            w = self.world
+            b.update(num_samples=n_samples / w, num_tokens=n_tokens / w, num_lm_tokens=n_lm / w)
         return batches
 
     @property
@@ -539,27 +541,34 @@ def check_config(cfg: SculptorGRPOConfig) -> list[str]:
 def plan(cfg: SculptorGRPOConfig) -> str:
     """What a run of this config will do, in a few lines (counts per training process)."""
     rollouts = cfg.per_device_train_batch_size * cfg.steps_per_generation
-    level = {"sequence": "GSPO (sequence-level ratio)", "token": "GRPO (token-level ratio)"}[cfg.importance_sampling_level]
-    engine = ("hf generate with the policy (no sync)" if cfg.engine == "hf" else
-              f"vLLM server at {cfg.vllm_server_base_url or f'{cfg.vllm_server_host}:{cfg.vllm_server_port}'} "
-              "(NCCL weight sync)" if cfg.vllm_mode == "server" else
-              f"colocated vLLM (gpu_memory_utilization {cfg.vllm_gpu_memory_utilization}, max_model_len "
-              f"{cfg.vllm_max_model_length or 'model default'}), reload from saved weights after each step")
+    level = {"sequence": "GSPO (sequence-level ratio)", "token": "GRPO (token-level ratio)"}
+    lora = f" + LoRA r={cfg.lora_r}" if cfg.use_peft else ""
+    if cfg.engine == "hf":
+        engine = "hf generate with the policy itself (no sync)"
+    elif cfg.vllm_mode == "server":
+        where = cfg.vllm_server_base_url or f"{cfg.vllm_server_host}:{cfg.vllm_server_port}"
+        engine = f"vLLM server at {where}, NCCL weight sync after each step"
+    else:
+        engine = (f"colocated vLLM (gpu_memory_utilization {cfg.vllm_gpu_memory_utilization}, max_model_len "
+                  f"{cfg.vllm_max_model_length or 'model default'}), reloads saved weights after each step")
     ds = f"DeepSpeed {cfg.deepspeed}" if cfg.deepspeed else "no DeepSpeed config (accelerate launch may add one)"
+    optimizer_steps = cfg.steps_per_generation // cfg.gradient_accumulation_steps
     lines = [
-        f"model        {cfg.model or 'embedded SmolLM2-135M-Instruct'}{' + LoRA r=%d' % cfg.lora_r if cfg.use_peft else ''}",
-        f"tasks        {cfg.tasks}{f' (first {cfg.tasks_limit})' if cfg.tasks_limit else ''}",
+        f"model        {cfg.model or 'embedded SmolLM2-135M-Instruct'}{lora}",
+        f"tasks        {cfg.tasks}{f' (first {cfg.tasks_limit})' if cfg.tasks_limit else ''}, env {cfg.env}",
         f"engine       {engine}",
         f"rollouts     {rollouts} per process per round = {rollouts // cfg.num_generations} task(s) x "
         f"{cfg.num_generations} generations (times the number of training processes)",
         f"loop         max_tool_calls {cfg.max_tool_calls}, max_context_tokens {cfg.max_context_tokens}, "
         f"max_completion_length {cfg.max_completion_length}, temperature {cfg.temperature}",
-        f"objective    {level}, loss_type {cfg.loss_type}, eps {cfg.epsilon}/{cfg.epsilon_high}, beta {cfg.beta}, "
-        f"lm_coef {cfg.lm_coef}, scale_rewards {cfg.scale_rewards}",
-        f"optimizer    {getattr(cfg.optim, 'value', cfg.optim)}, lr {cfg.learning_rate}, {cfg.steps_per_generation // cfg.gradient_accumulation_steps}"
-        f" optimizer step(s) per round of {cfg.gradient_accumulation_steps} micro-batch(es), num_iterations "
-        f"{cfg.num_iterations}, max_steps {cfg.max_steps}",
-        f"precision    {'bf16' if cfg.bf16 else 'fp16' if cfg.fp16 else 'fp32'}; {ds}",
+        f"objective    {level[cfg.importance_sampling_level]}, loss_type {cfg.loss_type}, "
+        f"eps {cfg.epsilon}/{cfg.epsilon_high}, beta {cfg.beta}, lm_coef {cfg.lm_coef}, "
+        f"scale_rewards {cfg.scale_rewards}",
+        f"optimizer    {getattr(cfg.optim, 'value', cfg.optim)}, lr {cfg.learning_rate}; {optimizer_steps} optimizer "
+        f"step(s) per round of {cfg.steps_per_generation} micro-batches; num_iterations {cfg.num_iterations}, "
+        f"max_steps {cfg.max_steps}",
+        f"precision    {'bf16' if cfg.bf16 else 'fp16' if cfg.fp16 else 'fp32'}, gradient checkpointing "
+        f"{'on' if cfg.gradient_checkpointing else 'off'}; {ds}",
         f"output       {cfg.output_dir} (save every {cfg.save_steps} steps, report_to {cfg.report_to})",
     ]
     return "\n".join(lines)
