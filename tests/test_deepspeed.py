@@ -1,0 +1,134 @@
+"""Two processes under `accelerate launch` with DeepSpeed ZeRO-2 and ZeRO-3 on CPU (gloo) complete SFT and RL steps.
+
+The shipped accelerate configs (configs/accelerate/zero{2,3}.yaml) run unchanged, only `--num_processes 2`.
+vLLM in two ranks is too heavy for a 2-core machine, so RL runs the real agent loop on the `hf` engine (the
+policy's own `generate`, seeded per rank; under ZeRO-3 its shards are gathered for generation). This file is
+also the per-rank script: it trains through the trainers' `build_trainer` and writes what the rank saw (its
+rows, digests of the full weights before and after) so the tests check the sharding themselves. Without a GPU,
+accelerate reports one process per rank under DeepSpeed (every rank would train on the same rows) unless
+`ddp_backend: gloo` is set, as here.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGES = pytest.mark.parametrize("zero", ["zero2", "zero3"])
+COMMON = ["--ddp_backend", "gloo", "--learning_rate", "1e-4", "--lr_scheduler_type", "constant", "--bf16", "false",
+          "--report_to", "none", "--per_device_train_batch_size", "1", "--max_steps", "2", "--logging_steps", "1"]
+
+
+def digest(model) -> str:
+    h = hashlib.sha256()
+    for _, p in sorted(model.named_parameters()):
+        h.update(p.detach().float().cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
+def full_digest(model) -> str:
+    """In a rank: of the full weights, ZeRO-3 shards gathered (a collective: every rank calls it)."""
+    import deepspeed
+
+    with deepspeed.zero.GatheredParameters(list(model.parameters())):
+        return digest(model)
+
+
+def launch(zero: str, job: str, args: list[str], port: int) -> None:
+    """This file as 2 ranks under the shipped accelerate config."""
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+         str(ROOT / f"configs/accelerate/{zero}.yaml"), "--num_processes", "2", "--main_process_port", str(port),
+         __file__, job, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+def rank_reports(out: Path) -> list[dict]:
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [r["world"] for r in ranks] == [2, 2] and all(r["global_step"] == 2 for r in ranks)
+    # DeepSpeed averaged the gradients: both ranks end with the same weights, and they moved
+    assert ranks[0]["after"] == ranks[1]["after"] != ranks[0]["before"]
+    return ranks
+
+
+@pytest.mark.slow
+@STAGES
+def test_two_ranks_complete_sft_steps(zero, fmt, tmp_path):
+    from sculptor_rl.samples import Sample, write_samples
+
+    samples = []
+    for k in range(8):  # distinct samples, so each rank's rows can be told apart
+        head = fmt.head_ids([{"role": "user", "content": f"Say hi {k} times."}], None)
+        completion = fmt.completion_ids("hi " * k + "done")
+        samples.append(Sample(f"r{k}/0", head + completion, [0] * len(head) + [1] * len(completion), [0], None, 1.0))
+    write_samples(samples, tmp_path / "samples.jsonl")
+    out = tmp_path / "sft"
+    launch(zero, "sft", ["--samples", str(tmp_path / "samples.jsonl"), "--output_dir", str(out),
+                         "--gradient_accumulation_steps", "2", "--save_strategy", "no", "--seed", "5", *COMMON],
+           29533 + (zero == "zero3"))
+    ranks = rank_reports(out)
+    # 2 steps x 2 micro-batches x 2 ranks = the 8 samples, each rank its own half
+    seen = [set(map(tuple, r["rows"])) for r in ranks]
+    assert all(len(s) == 4 for s in seen) and not seen[0] & seen[1]
+    assert seen[0] | seen[1] == {tuple(s.input_ids) for s in samples}
+    # the saved checkpoint holds the full trained weights (ZeRO-3: gathered on save)
+    from transformers import AutoModelForCausalLM
+
+    assert digest(AutoModelForCausalLM.from_pretrained(out / "final")) == ranks[0]["after"]
+
+
+@pytest.mark.slow
+@STAGES
+def test_two_ranks_complete_rl_steps(zero, model_path, tmp_path):
+    from sculptor_rl.tasks import generate, write_jsonl
+
+    write_jsonl(generate("pi_llm", 8, seed=3, keys=1, updates=1), tmp_path / "tasks.jsonl")
+    out = tmp_path / "rl"
+    launch(zero, "rl", ["--model", model_path, "--tasks", str(tmp_path / "tasks.jsonl"), "--output_dir", str(out),
+                        "--engine", "hf", "--num_generations", "4", "--gradient_accumulation_steps", "4",
+                        "--max_completion_length", "16", "--max_tool_calls", "1", "--max_context_tokens", "2048",
+                        "--save_strategy", "no", "--save_rollouts", "true", "--seed", "5", *COMMON],
+           29535 + (zero == "zero3"))
+    ranks = rank_reports(out)
+    # each rank ran its own share of the tasks (1 of the 2 groups per round), in both rounds
+    for step in (1, 2):
+        seen = [{json.loads(line)["task_id"] for line in (out / "rollouts" / f"step-{step:06d}.rank{r}.jsonl").open()}
+                for r in range(2)]
+        assert all(len(s) == 1 for s in seen) and not seen[0] & seen[1]
+    assert any(r["grad_norm"] > 0 for r in ranks)
+
+
+if __name__ == "__main__":  # one rank of the tests above, under accelerate launch: `sft|rl` then trainer flags
+    import torch.distributed as dist
+    from trl import TrlParser
+
+    job, argv = sys.argv[1], sys.argv[2:]
+    if job == "sft":
+        from sculptor_rl.train.sft import SculptorSFTConfig, build_trainer, save_final
+
+        (cfg,) = TrlParser((SculptorSFTConfig,)).parse_args_and_config(argv)
+        trainer = build_trainer(cfg)
+        # the rows this rank's (sharded) dataloader yields
+        report = {"rows": [row for b in trainer.get_train_dataloader() for row in b["input_ids"].tolist()]}
+    else:
+        from sculptor_rl.train.rl import SculptorGRPOConfig, build_trainer
+
+        from test_rl_vllm import mentions_key  # this file's folder is on sys.path when run as a script
+
+        (cfg,) = TrlParser((SculptorGRPOConfig,)).parse_args_and_config(argv)
+        trainer = build_trainer(cfg, reward_funcs=[mentions_key])
+        report = {}
+    before = full_digest(trainer.model)
+    trainer.train()
+    if job == "sft":
+        save_final(trainer, trainer.processing_class, Path(cfg.output_dir) / "final")
+    grad_norms = [e["grad_norm"] for e in trainer.state.log_history if "grad_norm" in e]
+    Path(cfg.output_dir, f"rank{dist.get_rank()}.json").write_text(json.dumps({
+        **report, "world": dist.get_world_size(), "global_step": trainer.state.global_step, "before": before,
+        "after": full_digest(trainer.model), "grad_norm": max(grad_norms)}))
