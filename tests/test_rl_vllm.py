@@ -11,9 +11,11 @@ from sculptor_rl.train.rl import SculptorGRPOConfig, build_trainer, collate
 
 
 def mentions_key(completions, tasks, **kwargs) -> list[float]:
-    """A reward the base model earns about half the time (naming the asked key), so that groups disagree and
-    two steps surely carry a gradient; the loop's own reward is ~always 0 for the untrained embedded model."""
-    return [float(any(key in text for key in task["answer"])) for text, task in zip(completions, tasks)]
+    """Naming the asked key, plus a little per character: sampled completions almost never tie, so groups
+    disagree and two steps surely carry a gradient (the loop's own reward is ~always 0 for the untrained
+    embedded model, and naming the key alone can tie a whole group)."""
+    return [float(any(key in text for key in task["answer"])) + len(text) / 1000
+            for text, task in zip(completions, tasks)]
 
 
 def engine_logps(engine, ids: list[int], start: int) -> torch.Tensor:
