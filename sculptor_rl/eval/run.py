@@ -206,14 +206,21 @@ def run_mode(tasks: list[dict], mode: str, engine, fmt: ChatFormat, cfg: EvalCon
         if mode != "acm":  # "before" is the whole context the baseline started from, not what it kept
             for traj, task in zip(out, group):
                 traj.context_tokens_before = _tokens(fmt, prepare(task, "full", **prep)["messages"])
-        per_task[family] = {**summarize(out, cfg.reward.correct_threshold), "wall_time": wall,
-                            "buckets": summarize_by(out, lambda t: bucket[t.task_id], cfg.reward.correct_threshold)}
+        per_task[family] = _family_summary(out, wall, bucket, cfg)
         trajs += out
+    return trajs, _mode_summary(mode, per_task, trajs, sum(s["wall_time"] for s in per_task.values()), cfg)
+
+
+def _family_summary(trajs: list, wall: float, bucket: dict[str, str], cfg: EvalConfig) -> dict:
+    """One task family's rollouts in one mode: the usual metrics, its wall time and the per-bucket metrics."""
+    return {**summarize(trajs, cfg.reward.correct_threshold), "wall_time": wall,
+            "buckets": summarize_by(trajs, lambda t: bucket[t.task_id], cfg.reward.correct_threshold)}
+
+
+def _mode_summary(mode: str, per_task: dict, trajs: list, wall: float, cfg: EvalConfig) -> dict:
     accuracies = [s["accuracy"] for s in per_task.values()]
-    summary = {"mode": mode, "tasks": per_task, "average": sum(accuracies) / len(accuracies),
-               "overall": summarize(trajs, cfg.reward.correct_threshold),
-               "wall_time": sum(s["wall_time"] for s in per_task.values())}
-    return trajs, summary
+    return {"mode": mode, "tasks": per_task, "average": sum(accuracies) / len(accuracies),
+            "overall": summarize(trajs, cfg.reward.correct_threshold), "wall_time": wall}
 
 
 def _finite(value):
@@ -232,15 +239,10 @@ def run_env_mode(tasks: list[dict], mode: str, engine, fmt: ChatFormat, cfg: Eva
     make_env = make_env_factory(cfg.env, cfg.seed, mode=mode, **cfg.env_params)
     trajs = run_rollouts(tasks, engine, fmt, make_env, cfg.loop, cfg.reward)
     wall = time.perf_counter() - start
-    per_task = {}
-    for family in dict.fromkeys(t["task"] for t in tasks):
-        group = [t for t in trajs if t.task == family]
-        per_task[family] = {**summarize(group, cfg.reward.correct_threshold), "wall_time": wall,
-                            "buckets": summarize_by(group, lambda t: bucket[t.task_id], cfg.reward.correct_threshold)}
-    accuracies = [s["accuracy"] for s in per_task.values()]
+    per_task = {family: _family_summary([t for t in trajs if t.task == family], wall, bucket, cfg)
+                for family in dict.fromkeys(t["task"] for t in tasks)}
     paper = {k: _finite(v) for k, v in memtool_metrics.summarize(trajs)[mode].items()}
-    summary = {"mode": mode, "tasks": per_task, "average": sum(accuracies) / len(accuracies),
-               "overall": summarize(trajs, cfg.reward.correct_threshold), "wall_time": wall,
+    summary = {**_mode_summary(mode, per_task, trajs, wall, cfg),
                "memtool": {**paper, "loaded_per_turn": memtool_metrics.loaded_per_turn(trajs)}}
     return trajs, summary
 
@@ -309,18 +311,18 @@ def evaluate(cfg: EvalConfig, engine=None) -> dict:
             log.info("%s / %s: results in %s; skipping", label, mode, run_dirs[mode])
         todo = [mode for mode in cfg.modes if mode not in done]
         if todo:
-            fits = hasattr(live, "reload_weights") and reloadable(live_path, path)
-            if engine is None and live is not None and not fits:
-                shutdown(live)
-                live = None
-                _free_memory()
+            if engine is None and live is not None and live_path != path:  # an engine we started, on another model
+                if hasattr(live, "reload_weights") and reloadable(live_path, path):
+                    log.info("%s: loading %s into the running engine", label, path)
+                    live.reload_weights(path)
+                else:
+                    shutdown(live)
+                    live = None
+                    _free_memory()
             if live is None:
                 log.info("%s: starting the %s engine on %s", label, cfg.engine, path)
                 live = make_engine(cfg.engine, path, fmt, cfg.sampling, max_model_len=cfg.max_model_len,
                                    **cfg.engine_kwargs)
-            elif engine is None and live_path != path:
-                log.info("%s: loading %s into the running engine", label, path)
-                live.reload_weights(path)
             live_path = path
             try:
                 for mode in todo:
