@@ -314,8 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--dry-run", action="store_true", help="print the script instead of writing or submitting")
         cmd.set_defaults(fn=cmd_slurm)
 
-    srv = sub.add_parser("serve", help="OpenAI-compatible server running the ACM agent loop (sculptor-rl serve "
-                         "--model CKPT [--engine vllm|hf] [--host] [--port] [--api-key]; --help for all)",
+    srv = sub.add_parser("serve", help="OpenAI-compatible server running the agent loop in its environment "
+                         "(sculptor-rl serve --model CKPT [--env acm|memtool] [--engine vllm|hf] [--host] [--port] "
+                         "[--api-key]; --help for all)",
                          add_help=False)
     srv.add_argument("--config", default=None)
     srv.set_defaults(fn=cmd_serve, passthrough=True)

@@ -4,17 +4,24 @@ environment factory `make_env(task, index) -> env` (see `agent.loop.Env`) and kn
 - `acm`: the ACM workspace (six context tools) over the task's messages; no parameters.
 - `memtool`: `memtool.MemToolEnv`, a session of requests in which the agent manages its own tool set; parameters
   are `memtool.MemToolConfig`'s (mode, limit, history_turns, digest_turns, loaded_tools_penalty).
+
+`serve` builds the same environments over a client's conversation instead of a task (`conversation_env`).
 """
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import fields
 from typing import Callable
 
+import yaml
+
 from .acm import Workspace
 from .memtool import MemToolConfig, MemToolEnv
+from .tasks.common import SYSTEM_PROMPT
 
-__all__ = ["ENVS", "acm_env", "memtool_env", "make_env_factory"]
+__all__ = ["ENVS", "acm_env", "memtool_env", "make_env_factory",
+           "conversation_env", "env_flag_from_config"]
 
 
 def acm_env(seed: int):
@@ -42,3 +49,34 @@ def make_env_factory(name: str, seed: int = 0, **params):
     if name == "acm" and params:
         raise ValueError(f"the acm environment takes no parameters, got {', '.join(params)}")
     return ENVS[name](seed, **params)
+
+
+def conversation_env(name: str, **params) -> Callable[[list[dict], int], object]:
+    """For `serve`: `(messages, seed) -> env`, environment `name` over a client's conversation. Without a system
+    message of its own, a conversation gets the one the model was trained with (ValueError on bad names or
+    parameters, as `make_env_factory`; on a conversation the env cannot take, when called)."""
+    make_env_factory(name, 0, **params)
+    if name == "memtool":
+        config = MemToolConfig(**params)
+        return lambda messages, seed: MemToolEnv.conversation(messages, config)
+    return lambda messages, seed: Workspace(
+        messages if messages and messages[0]["role"] == "system"
+        else [{"role": "system", "content": SYSTEM_PROMPT}, *messages], seed=seed)
+
+
+def env_flag_from_config(argv: list[str]) -> tuple[list[str], str | None]:
+    """For the commands TrlParser reads (`rl`, `serve`): it takes a YAML `env:` as environment variables (a
+    mapping) and rejects a string, but ours names the environment (`env: memtool`). A string `env` of the --config
+    file becomes an `--env` flag put before the others (which still override it), and the file is read from a
+    copy without it. Returns (argv, the copy to delete after parsing, or None)."""
+    if "--config" not in argv or argv.index("--config") + 1 >= len(argv):
+        return argv, None
+    i = argv.index("--config")
+    with open(argv[i + 1]) as f:
+        values = yaml.safe_load(f)
+    if not isinstance(values, dict) or not isinstance(values.get("env"), str):
+        return argv, None
+    name = values.pop("env")
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as copy:
+        yaml.safe_dump(values, copy)
+    return ["--env", name, *argv[:i], "--config", copy.name, *argv[i + 2:]], copy.name

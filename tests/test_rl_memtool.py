@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sculptor_rl.train.rl import SculptorGRPOConfig, _env_flag, build_trainer, check_config, loop_reward, main
+from sculptor_rl.envs import env_flag_from_config
+from sculptor_rl.train.rl import SculptorGRPOConfig, build_trainer, check_config, loop_reward, main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,11 +20,11 @@ def test_yaml_env_names_the_environment(tmp_path, capsys):
     assert cfg["env"] == "memtool" and cfg["env_params"]["mode"] == "autonomous"
     path = tmp_path / "rl.yaml"
     path.write_text(yaml.safe_dump({**cfg, "tasks": "t.jsonl"}))
-    args, copy = _env_flag(["--config", str(path), "--max_steps", "2"])
+    args, copy = env_flag_from_config(["--config", str(path), "--max_steps", "2"])
     assert args[:2] == ["--env", "memtool"] and args[-2:] == ["--max_steps", "2"] and "env" not in yaml.safe_load(
         Path(copy).read_text())
     Path(copy).unlink()
-    assert _env_flag(["--max_steps", "2"]) == (["--max_steps", "2"], None)
+    assert env_flag_from_config(["--max_steps", "2"]) == (["--max_steps", "2"], None)
     main(["validate", "--config", str(path)])
     out = capsys.readouterr().out
     assert "env memtool" in out and "config OK" in out
@@ -80,6 +81,10 @@ def test_two_rl_steps_on_memtool_sessions(model_path, tmp_path):
     assert trainer.state.global_step == 2 and len(logs) == 2
     assert min(e["frac_reward_zero_std"] for e in logs) < 1, "no group had a learning signal"
     assert digest(trainer.model) != before
+    for e in logs:  # calls per task logged for the env's own tools; catalogue calls pooled
+        assert {k for k in e if k.startswith("tools/")} == {"tools/search_tools", "tools/remove_tools", "tools/other"}
+        assert e["tools/search_tools"] + e["tools/remove_tools"] + e["tools/other"] == pytest.approx(
+            e["tool_calls_per_task"])
     for step in (1, 2):
         trajs = list(read_trajectories(tmp_path / "rl" / "rollouts" / f"step-{step:06d}.rank0.jsonl"))
         assert len(trajs) == 4 and len({t.task_id for t in trajs}) == 1

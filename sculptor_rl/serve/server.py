@@ -1,6 +1,7 @@
 """`sculptor-rl serve`: bind the port, start the engine, run the app on uvicorn (or in a thread: `Server`).
 
     sculptor-rl serve --model CKPT [--engine vllm|hf] [--host 127.0.0.1] [--port 8000] [--api-key KEY]
+    sculptor-rl serve --model CKPT --env memtool --env_params '{"mode": "autonomous"}'
     sculptor-rl serve --config configs/serve/cpu.yaml [--port 9000 ...]
 """
 
@@ -17,6 +18,7 @@ import uvicorn
 
 from ..agent.chat import ChatFormat
 from ..engines import SamplingConfig, make_engine
+from ..envs import conversation_env, env_flag_from_config
 from ..models import DEFAULT_MODEL, resolve_model
 from .app import build_app
 from .config import ServeConfig
@@ -72,6 +74,7 @@ class Server:
 
 def serve(cfg: ServeConfig) -> None:
     cfg.api_key = cfg.api_key or os.environ.get(API_KEY_ENV) or None
+    conversation_env(cfg.env, **cfg.env_params)  # bad env parameters fail before the (slow) engine start
     sock = bind(cfg.host, cfg.port)
     path = resolve_model(cfg.model)
     name = cfg.served_model_name or cfg.model or DEFAULT_MODEL
@@ -94,7 +97,14 @@ def serve(cfg: ServeConfig) -> None:
 def main(argv: list[str] | None = None) -> None:
     from trl import TrlParser
 
-    (cfg,) = TrlParser((ServeConfig,), prog="sculptor-rl serve").parse_args_and_config(argv)
+    args, copy = env_flag_from_config(list(sys.argv[1:] if argv is None else argv))
+    try:
+        (cfg,) = TrlParser((ServeConfig,), prog="sculptor-rl serve").parse_args_and_config(args)
+    except ValueError as e:  # ServeConfig's own checks (env_params)
+        sys.exit(f"error: {e}")
+    finally:
+        if copy:
+            os.unlink(copy)
     try:
         serve(cfg)
     except (ValueError, FileNotFoundError) as e:

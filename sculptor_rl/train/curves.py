@@ -16,8 +16,7 @@ PANELS = [  # (title, metrics drawn in it)
     ("reward", ["reward"]),
     ("accuracy", ["accuracy", "correct"]),
     ("format errors", ["format_error_rate"]),
-    ("tool calls per task", ["tool_calls_per_task", "tools/fragment_context", "tools/fold_fragment",
-                             "tools/summarize_fragment", "tools/restore_fragment", "tools/search_context"]),
+    ("tool calls per task", ["tool_calls_per_task", "tools/*"]),  # tools/*: every tool the run logged
     ("tool-usage entropy (bits)", ["tool_entropy"]),
     ("context reduction", ["context_reduction"]),
     ("samples per rollout", ["samples_per_rollout"]),
@@ -33,7 +32,9 @@ def plot_curves(log_history: list[dict], path: str | Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [(title, [k for k in keys if any(k in e for e in log_history)]) for title, keys in PANELS]
+    logged = list(dict.fromkeys(k for e in log_history for k in e))
+    panels = [(title, [k for key in keys for k in logged if k == key or key.endswith("*") and k.startswith(key[:-1])])
+              for title, keys in PANELS]
     panels = [(title, keys) for title, keys in panels if keys]
     if not panels:
         return None

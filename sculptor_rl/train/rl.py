@@ -49,14 +49,13 @@ import torch
 from accelerate.utils import gather_object
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 
-from ..acm import TOOL_SCHEMAS
 from ..agent.chat import ChatFormat
 from ..agent.loop import LoopConfig, run_rollouts
 from ..engines.base import SamplingConfig
 from ..metrics import summarize
 from ..models import resolve_model
 from ..rewards import RewardConfig
-from ..envs import ENVS, make_env_factory
+from ..envs import ENVS, env_flag_from_config, make_env_factory
 from ..samples import Sample, build_samples
 from ..tasks import load_tasks
 from ..trajectory import write_trajectories
@@ -68,7 +67,6 @@ from .sft import _last_checkpoint, check_process_group, lora_config, save_final
 log = logging.getLogger(__name__)
 
 ENGINES = ("vllm", "ray", "hf")
-TOOL_NAMES = [t["function"]["name"] for t in TOOL_SCHEMAS]
 VLLM_MODES = ("colocate", "server")
 
 
@@ -364,7 +362,8 @@ class SculptorGRPOTrainer(GRPOTrainer):
             out = Path(args.output_dir) / "rollouts" / f"step-{self.state.global_step + 1:06d}.rank{self.rank}.jsonl"
             out.parent.mkdir(parents=True, exist_ok=True)
             write_trajectories(trajs, out)
-        self._log_round(trajs, len(samples),
+        held = [t["function"]["name"] for t in make_env(tasks[0], 0).tools]  # the env's own tools, for the log
+        self._log_round(trajs, len(samples), held,
                         {"weight_sync": t1 - t0, "generation": t2 - t1, "scoring": t3 - t2, "training": t4 - t3})
         return [{k: v.to(device) if torch.is_tensor(v) else v for k, v in b.items()} for b in batches]
 
@@ -467,8 +466,10 @@ class SculptorGRPOTrainer(GRPOTrainer):
 
     # ---- logging ----
 
-    def _log_round(self, trajs, num_samples: int, seconds: dict[str, float]) -> None:
-        """Rollout metrics over every rank's rollouts (light copies: no prompt ids or messages)."""
+    def _log_round(self, trajs, num_samples: int, held: list[str], seconds: dict[str, float]) -> None:
+        """Rollout metrics over every rank's rollouts (light copies: no prompt ids or messages). Calls per task
+        are logged for each tool in `held` (what a fresh environment holds: ACM's six, MemTool's management
+        tools) and pooled as `tools/other` for the rest (MemTool's catalogue tools, unknown or unparsed calls)."""
         light = [replace(t, messages=[], steps=[replace(s, prompt_ids=[], logprobs=None) for s in t.steps])
                  for t in trajs]
         everyone = gather_object(light)
@@ -483,8 +484,10 @@ class SculptorGRPOTrainer(GRPOTrainer):
         m["reward_std"].append(float(rewards.std()) if len(rewards) > 1 else 0.0)
         m["frac_reward_zero_std"].append(float((rewards.view(-1, g).std(dim=1) == 0).float().mean()))
         m["samples_per_rollout"].append(num_samples / len(everyone))
-        for tool in sorted(set(TOOL_NAMES) | set(s["tool_calls_per_tool"])):  # calls per task of each tool
-            m[f"tools/{tool}"].append(s["tool_calls_per_tool"].get(tool, 0.0))
+        own = [s["tool_calls_per_tool"].get(tool, 0.0) for tool in held]
+        for tool, n in zip(held, own):
+            m[f"tools/{tool}"].append(n)
+        m["tools/other"].append(s["tool_calls_per_task"] - sum(own))
         for phase, sec in seconds.items():
             if phase == "training":  # old/reference logprobs: counted with the training time of this step
                 self._train_time += sec
@@ -639,27 +642,6 @@ def validate(cfg: SculptorGRPOConfig) -> list[str]:
     return warnings
 
 
-def _env_flag(argv: list[str]) -> tuple[list[str], str | None]:
-    """TrlParser reads a YAML `env:` as environment variables (a mapping) and rejects a string, but ours names the
-    loop's environment (`env: memtool`): a string `env` of the --config file becomes an `--env` flag put before
-    the others (which still override it), and the file is read from a copy without it. Returns (argv, the copy)."""
-    import tempfile
-
-    import yaml
-
-    if "--config" not in argv or argv.index("--config") + 1 >= len(argv):
-        return argv, None
-    i = argv.index("--config")
-    with open(argv[i + 1]) as f:
-        values = yaml.safe_load(f)
-    if not isinstance(values, dict) or not isinstance(values.get("env"), str):
-        return argv, None
-    name = values.pop("env")
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as copy:
-        yaml.safe_dump(values, copy)
-    return ["--env", name, *argv[:i], "--config", copy.name, *argv[i + 2:]], copy.name
-
-
 def main(argv: list[str] | None = None) -> None:
     import os
     import sys
@@ -670,7 +652,7 @@ def main(argv: list[str] | None = None) -> None:
         argv.append("--use_cpu=true")
     copy = None
     try:
-        args, copy = _env_flag(argv[dry_run:])
+        args, copy = env_flag_from_config(argv[dry_run:])
         (cfg,) = TrlParser((SculptorGRPOConfig,)).parse_args_and_config(args)
     except ValueError as e:  # the configs' own checks (e.g. generation_batch_size vs num_generations)
         sys.exit(f"error: {e}")
