@@ -406,9 +406,9 @@ def test_memtool_env_serves_a_request_with_its_own_tool_set(memtool_client, memt
     assert call["calls"][0]["name"] == tool.name and call["calls"][0]["ok"] and answer["calls"] == []
     # the first prompt is a session's: the earlier exchange as request 1 of 2, this one as request 2 of 2, under
     # the MemTool system prompt, with only the management tools loaded
-    env = MemToolEnv({"id": "x", "task": "memtool", "answer": [[], []],
-                      "messages": [{"role": "system", "content": MEMTOOL_SYSTEM}, {"role": "user", "content": "-"}],
-                      "meta": {"requests": [{"text": "Hello", "calls": []}, {"text": ask_for["content"], "calls": []}]}},
+    requests = [{"text": "Hello", "calls": []}, {"text": ask_for["content"], "calls": []}]
+    env = MemToolEnv({"id": "x", "task": "memtool", "answer": [[], []], "meta": {"requests": requests},
+                      "messages": [{"role": "system", "content": MEMTOOL_SYSTEM}, {"role": "user", "content": "-"}]},
                      MemToolConfig(limit=16))
     env.append(history[1])
     env.on_answer(history[1]["content"])  # autonomous mode: the reply closes request 1 and opens request 2

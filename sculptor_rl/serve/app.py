@@ -3,8 +3,8 @@
 Default mode: the request's messages are the task messages of one agent-loop rollout (`run_rollouts`, the
 code training uses) in a fresh environment (`--env`: an ACM `Workspace`, or a MemTool session whose requests are
 the user messages); the loop's final answer is the response, and the extension field `sculptor_trace` carries
-every step on request. Pass-through mode (the request has `tools`): one
-completion rendered with the client's tools; its calls come back as standard `tool_calls` for the client to run.
+every step on request. Pass-through mode (the request has `tools`): one completion rendered with the client's
+tools; its calls come back as standard `tool_calls` for the client to run.
 
 Each request's work runs in a worker thread; all engine calls go through one `MicroBatcher`, so concurrent
 requests share the engine and are generated together. A streamed answer is sent once the loop has finished
@@ -202,8 +202,8 @@ class _ChatApp:
                            code="context_length_exceeded")
         sampling = SamplingConfig(temperature=cfg.temperature if req.temperature is None else req.temperature,
                                   top_p=cfg.top_p if req.top_p is None else req.top_p, seed=cfg.seed)
-        return _Job(id=protocol.new_id(), request=req, messages=messages, tools=tools, env=env, prompt_ids=prompt_ids,
-                    max_new_tokens=asked or cfg.max_new_tokens,
+        return _Job(id=protocol.new_id(), request=req, messages=messages, tools=tools, env=env,
+                    prompt_ids=prompt_ids, max_new_tokens=asked or cfg.max_new_tokens,
                     max_tool_calls=cfg.max_tool_calls if max_tool_calls is None else max_tool_calls,
                     caller=self.batcher.caller(sampling), deadline=time.monotonic() + cfg.request_timeout)
 
