@@ -10,6 +10,7 @@ environment factory `make_env(task, index) -> env` (see `agent.loop.Env`) and kn
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import fields
 from typing import Callable
@@ -21,7 +22,7 @@ from .memtool import MemToolConfig, MemToolEnv
 from .tasks.common import SYSTEM_PROMPT
 
 __all__ = ["ENVS", "acm_env", "memtool_env", "make_env_factory",
-           "conversation_env", "env_flag_from_config"]
+           "conversation_env", "env_flag_from_config", "parse_config"]
 
 
 def acm_env(seed: int):
@@ -80,3 +81,17 @@ def env_flag_from_config(argv: list[str]) -> tuple[list[str], str | None]:
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as copy:
         yaml.safe_dump(values, copy)
     return ["--env", name, *argv[:i], "--config", copy.name, *argv[i + 2:]], copy.name
+
+
+def parse_config(config_cls, argv: list[str], prog: str | None = None):
+    """The config of a command TrlParser reads (`rl`, `serve`) from `--config FILE` and flags, with the file's
+    `env:` taken as the environment (`env_flag_from_config`). Raises ValueError from the config's own checks."""
+    from trl import TrlParser
+
+    args, copy = env_flag_from_config(argv)
+    try:
+        (cfg,) = TrlParser((config_cls,), prog=prog).parse_args_and_config(args)
+    finally:
+        if copy:
+            os.unlink(copy)
+    return cfg

@@ -24,7 +24,7 @@ from sculptor_rl.acm import TOOL_SCHEMAS
 from sculptor_rl.agent.toolcalls import format_tool_call
 from sculptor_rl.engines import Completion
 from sculptor_rl.engines.base import Request
-from sculptor_rl.envs import env_flag_from_config
+from sculptor_rl.envs import parse_config
 from sculptor_rl.serve import MicroBatcher, ServeConfig, Server, bind, build_app
 from sculptor_rl.serve.batcher import Cancelled
 from sculptor_rl.tasks.common import SYSTEM_PROMPT
@@ -322,9 +322,7 @@ def test_serve_config_yaml_and_busy_port():
         (cfg,) = TrlParser((ServeConfig,)).parse_args_and_config(["--config", str(CONFIGS / f"{name}.yaml"),
                                                                   "--port", "9001"])
         assert cfg.host == "127.0.0.1" and cfg.port == 9001 and cfg.api_key is None
-    args, copy = env_flag_from_config(["--config", str(CONFIGS / "memtool_cpu.yaml"), "--port", "9001"])
-    (cfg,) = TrlParser((ServeConfig,)).parse_args_and_config(args)
-    Path(copy).unlink()
+    cfg = parse_config(ServeConfig, ["--config", str(CONFIGS / "memtool_cpu.yaml"), "--port", "9001"])
     assert cfg.env == "memtool" and cfg.env_params["mode"] == "autonomous" and cfg.port == 9001
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

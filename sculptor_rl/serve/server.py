@@ -18,7 +18,7 @@ import uvicorn
 
 from ..agent.chat import ChatFormat
 from ..engines import SamplingConfig, make_engine
-from ..envs import conversation_env, env_flag_from_config
+from ..envs import conversation_env, parse_config
 from ..models import DEFAULT_MODEL, resolve_model
 from .app import build_app
 from .config import ServeConfig
@@ -95,16 +95,10 @@ def serve(cfg: ServeConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from trl import TrlParser
-
-    args, copy = env_flag_from_config(list(sys.argv[1:] if argv is None else argv))
     try:
-        (cfg,) = TrlParser((ServeConfig,), prog="sculptor-rl serve").parse_args_and_config(args)
+        cfg = parse_config(ServeConfig, list(sys.argv[1:] if argv is None else argv), prog="sculptor-rl serve")
     except ValueError as e:  # ServeConfig's own checks (env_params)
         sys.exit(f"error: {e}")
-    finally:
-        if copy:
-            os.unlink(copy)
     try:
         serve(cfg)
     except (ValueError, FileNotFoundError) as e:

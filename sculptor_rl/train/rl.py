@@ -47,7 +47,7 @@ from pathlib import Path
 
 import torch
 from accelerate.utils import gather_object
-from trl import GRPOConfig, GRPOTrainer, TrlParser
+from trl import GRPOConfig, GRPOTrainer
 
 from ..agent.chat import ChatFormat
 from ..agent.loop import LoopConfig, run_rollouts
@@ -55,7 +55,7 @@ from ..engines.base import SamplingConfig
 from ..metrics import summarize
 from ..models import resolve_model
 from ..rewards import RewardConfig
-from ..envs import ENVS, env_flag_from_config, make_env_factory
+from ..envs import ENVS, make_env_factory, parse_config
 from ..samples import Sample, build_samples
 from ..tasks import load_tasks
 from ..trajectory import write_trajectories
@@ -643,22 +643,16 @@ def validate(cfg: SculptorGRPOConfig) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import os
     import sys
 
     argv = list(sys.argv[1:] if argv is None else argv)
     dry_run = argv[:1] == ["validate"]
     if dry_run and not torch.cuda.is_available():  # validating a GPU config here: skip TrainingArguments' device checks
         argv.append("--use_cpu=true")
-    copy = None
     try:
-        args, copy = env_flag_from_config(argv[dry_run:])
-        (cfg,) = TrlParser((SculptorGRPOConfig,)).parse_args_and_config(args)
+        cfg = parse_config(SculptorGRPOConfig, argv[dry_run:])
     except ValueError as e:  # the configs' own checks (e.g. generation_batch_size vs num_generations)
         sys.exit(f"error: {e}")
-    finally:
-        if copy:
-            os.unlink(copy)
     if dry_run:
         try:
             validate(cfg)
