@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 import pytest
@@ -35,6 +36,14 @@ def vllm_engine(model_path, fmt):
                         gpu_memory_utilization=0.3)  # on CPU: the share of RAM; leaves room for a second engine
     yield engine
     engine.close()
+
+
+def digest(model) -> str:
+    """A hash of a model's weights: equal for equal weights, whatever their dtype or device."""
+    h = hashlib.sha256()
+    for _, p in sorted(model.named_parameters()):
+        h.update(p.detach().float().cpu().numpy().tobytes())
+    return h.hexdigest()
 
 
 def assert_prompts_show_the_workspace(traj, ws, fmt) -> None:

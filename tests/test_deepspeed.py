@@ -9,7 +9,6 @@ accelerate reports one process per rank under DeepSpeed (every rank would train 
 `ddp_backend: gloo` is set, as here.
 """
 
-import hashlib
 import json
 import os
 import subprocess
@@ -17,18 +16,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import digest
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = pytest.mark.parametrize("zero", ["zero2", "zero3"])
 COMMON = ["--ddp_backend", "gloo", "--learning_rate", "1e-4", "--lr_scheduler_type", "constant", "--bf16", "false",
           "--report_to", "none", "--per_device_train_batch_size", "1", "--max_steps", "2", "--logging_steps", "1"]
-
-
-def digest(model) -> str:
-    h = hashlib.sha256()
-    for _, p in sorted(model.named_parameters()):
-        h.update(p.detach().float().cpu().numpy().tobytes())
-    return h.hexdigest()
 
 
 def full_digest(model) -> str:

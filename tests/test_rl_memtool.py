@@ -1,13 +1,13 @@
 """The RL trainer on the memtool environment: the config (YAML `env: memtool`, env_params checks) and two real
 GSPO steps on the `hf` engine (slow). The measured run with vLLM from the SFT checkpoint is in the issue note."""
 
-import hashlib
 import json
 import zlib
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import digest
 
 from sculptor_rl.envs import env_flag_from_config
 from sculptor_rl.train.rl import SculptorGRPOConfig, build_trainer, check_config, loop_reward, main
@@ -45,13 +45,6 @@ def test_check_config_rejects_bad_env_params(params, message):
                              per_device_train_batch_size=8, env="memtool", env_params=params)
     with pytest.raises(ValueError, match=message):
         check_config(cfg)
-
-
-def digest(model) -> str:
-    h = hashlib.sha256()
-    for _, p in sorted(model.named_parameters()):
-        h.update(p.detach().float().cpu().numpy().tobytes())
-    return h.hexdigest()
 
 
 def coin(trajectories, **kwargs) -> list[float]:

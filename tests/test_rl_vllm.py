@@ -3,6 +3,7 @@ sync the engine scores a fixed sequence like the trainer does (and unlike before
 
 import pytest
 import torch
+from test_vllm_rollouts import rescore
 
 from sculptor_rl.samples import Sample
 from sculptor_rl.tasks import generate, render_answer
@@ -19,13 +20,8 @@ def mentions_key(completions, tasks, **kwargs) -> list[float]:
 
 
 def engine_logps(engine, ids: list[int], start: int) -> torch.Tensor:
-    """vLLM's logprobs of ids[start:] given what precedes each (prompt_logprobs of the actual tokens)."""
-    from vllm import SamplingParams
-    from vllm.inputs import TokensPrompt
-
-    (out,) = engine.llm.generate([TokensPrompt(prompt_token_ids=ids)], SamplingParams(max_tokens=1, prompt_logprobs=0),
-                                 use_tqdm=False)
-    return torch.tensor([out.prompt_logprobs[j][ids[j]].logprob for j in range(start, len(ids))])
+    """vLLM's logprobs of ids[start:] given what precedes each."""
+    return torch.tensor(rescore(engine.llm, ids[:start], ids[start:]))
 
 
 def trainer_logps(trainer, ids: list[int], start: int) -> torch.Tensor:
