@@ -21,7 +21,8 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=8)
     ap.add_argument("--generations", type=int, default=2)
     ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--gpu-memory-utilization", type=float, default=0.1, help="per engine; on CPU a share of RAM")
+    ap.add_argument("--kv-cache-memory-bytes", type=int, default=None,
+                    help="KV cache per engine (default: sized from need and free memory on CPU)")
     args = ap.parse_args()
 
     import ray
@@ -31,13 +32,15 @@ def main() -> None:
     from sculptor_rl.engines import SamplingConfig, make_engine
     from sculptor_rl.engines.base import Request
     from sculptor_rl.models import resolve_model
-    from sculptor_rl.rollout import acm_env
+    from sculptor_rl.envs import make_env_factory
     from sculptor_rl.tasks import generate
 
     model = resolve_model(args.model)
     fmt = ChatFormat.from_pretrained(model)
     tasks = generate("pi_llm", args.tasks, seed=123, keys=3, updates=32)
-    warm = Request(fmt.head_ids(tasks[0]["messages"], acm_env(0)(tasks[0], 0).tools), [], {}, 8)
+    make_env = make_env_factory("acm")
+    first = make_env(tasks[0], 0)
+    warm = Request(fmt.head_ids(first.render(), first.tools), [], 8)
     setups = [("in-process vLLM", "vllm", {}), ("Ray, 1 worker", "ray", {"num_workers": 1}),
               ("Ray, 2 workers", "ray", {"num_workers": 2})]
     rows, reference = [], None
@@ -46,11 +49,11 @@ def main() -> None:
             ray.init(num_cpus=2, include_dashboard=False)  # a local cluster: not counted in the start-up
         t = time.perf_counter()
         engine = make_engine(kind, model, fmt, SamplingConfig(temperature=0.0), max_model_len=8192,
-                             gpu_memory_utilization=args.gpu_memory_utilization, **kwargs)
+                             kv_cache_memory_bytes=args.kv_cache_memory_bytes, **kwargs)
         engine.generate([warm] * 2)  # first-call costs off the clock (each Ray worker gets one)
         start_s = time.perf_counter() - t
         t = time.perf_counter()
-        trajs = run_rollouts(tasks, engine, fmt, acm_env(0), LoopConfig(max_new_tokens=args.max_new_tokens),
+        trajs = run_rollouts(tasks, engine, fmt, make_env, LoopConfig(max_new_tokens=args.max_new_tokens),
                              num_generations=args.generations, progress=False)
         seconds = time.perf_counter() - t
         engine.close()

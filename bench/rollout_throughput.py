@@ -35,7 +35,8 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=16)
     ap.add_argument("--generations", type=int, default=2)
     ap.add_argument("--max-new-tokens", type=int, default=256)
-    ap.add_argument("--gpu-memory-utilization", type=float, default=0.3, help="on CPU: the share of RAM for vLLM")
+    ap.add_argument("--kv-cache-memory-bytes", type=int, default=None,
+                    help="KV cache per engine (default: sized from need and free memory on CPU)")
     args = ap.parse_args()
 
     from vllm import SamplingParams
@@ -46,21 +47,23 @@ def main() -> None:
     from sculptor_rl.engines import SamplingConfig
     from sculptor_rl.engines.vllm_engine import VLLMEngine
     from sculptor_rl.models import resolve_model
-    from sculptor_rl.rollout import acm_env
+    from sculptor_rl.envs import make_env_factory
     from sculptor_rl.tasks import generate
 
     model = resolve_model(args.model)
     fmt = ChatFormat.from_pretrained(model)
     engine = VLLMEngine(model, fmt.stop_ids, SamplingConfig(temperature=1.0, seed=0), max_model_len=8192,
-                        gpu_memory_utilization=args.gpu_memory_utilization)
+                        kv_cache_memory_bytes=args.kv_cache_memory_bytes)
     tasks = generate("pi_llm", args.tasks, seed=123, keys=3, updates=32)
-    warm = [TokensPrompt(prompt_token_ids=fmt.head_ids(tasks[0]["messages"], acm_env(0)(tasks[0], 0).tools))]
+    make_env = make_env_factory("acm")
+    first = make_env(tasks[0], 0)
+    warm = [TokensPrompt(prompt_token_ids=fmt.head_ids(first.render(), first.tools))]
     engine.llm.generate(warm, SamplingParams(max_tokens=8), use_tqdm=False)  # first-call costs off the clock
 
     rec = Recording(engine)
     engine.llm.reset_prefix_cache()
     t = time.perf_counter()
-    trajs = run_rollouts(tasks, rec, fmt, acm_env(0), LoopConfig(max_new_tokens=args.max_new_tokens),
+    trajs = run_rollouts(tasks, rec, fmt, make_env, LoopConfig(max_new_tokens=args.max_new_tokens),
                          num_generations=args.generations, progress=False)
     loop_s = time.perf_counter() - t
     tokens = sum(n for batch in rec.batches for _, n in batch)

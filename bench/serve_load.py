@@ -27,7 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from sculptor_rl.acm import TOOL_SCHEMAS  # noqa: E402 - needs the sys.path line above
-from sculptor_rl.tasks.common import NOUNS, SYSTEM_PROMPT, VERBS  # noqa: E402
+from sculptor_rl.envs import ACM_SYSTEM_PROMPT as SYSTEM_PROMPT  # noqa: E402
+from sculptor_rl.tasks.common import NOUNS, VERBS  # noqa: E402
 
 
 def make_request(i: int, context_tokens: int, seed: int = 0) -> tuple[list[dict], str]:
@@ -118,15 +119,14 @@ def reference(engine, fmt, requests: int, context_tokens: int, max_tokens: int, 
               ) -> tuple[float, list[str]]:
     """The same requests through `run_rollouts` on the engine directly, as training runs them: (wall s, answers).
     Both runs start from an empty prefix cache but for the shared system prompt."""
-    from sculptor_rl.acm import Workspace
     from sculptor_rl.agent.loop import LoopConfig, run_rollouts
+    from sculptor_rl.envs import AcmEnv
 
-    def tasks(messages):
-        return [{"id": str(i), "task": "serve", "messages": [{"role": "system", "content": SYSTEM_PROMPT}, *m]}
-                for i, m in enumerate(messages)]
+    def tasks(messages):  # the ACM environment gives the system prompt, as the server's does
+        return [{"id": str(i), "messages": m} for i, m in enumerate(messages)]
 
     cfg = LoopConfig(max_tool_calls=max_tool_calls, max_new_tokens=max_tokens)
-    env = lambda task, i: Workspace(task["messages"])  # noqa: E731
+    env = lambda task, i: AcmEnv(task)  # noqa: E731 (seed 0, as the server's per request)
     engine.llm.reset_prefix_cache()
     run_rollouts(tasks([[{"role": "user", "content": "Hello."}]]), engine, fmt, env, cfg, progress=False)  # warm
     start = time.perf_counter()

@@ -44,6 +44,15 @@ def cmd_data_generate(args) -> None:
     print(f"wrote {len(records)} {args.task} tasks to {args.out}")
 
 
+def cmd_data_import(args) -> None:
+    from .tasks import write_jsonl
+    from .tasks.importers import import_benchmark
+
+    records = import_benchmark(args.format, args.inp, **dict(args.param))
+    write_jsonl(records, args.out)
+    print(f"wrote {len(records)} {args.format} tasks to {args.out}")
+
+
 def _rollout_config(args, engine: str):
     from .agent.loop import LoopConfig
     from .engines import SamplingConfig
@@ -52,7 +61,8 @@ def _rollout_config(args, engine: str):
     return RolloutConfig(
         engine=engine, model=args.model, teacher_model=getattr(args, "teacher_model", None),
         base_url=getattr(args, "base_url", None), api_key=getattr(args, "api_key", "EMPTY"),
-        num_generations=args.num_generations, seed=args.seed, env=args.env, env_params=dict(args.env_param),
+        num_generations=args.num_generations, seed=args.seed, environment=args.environment,
+        environment_params=dict(args.environment_param),
         sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p, seed=args.seed),
         loop=LoopConfig(max_tool_calls=args.max_tool_calls, max_new_tokens=args.max_new_tokens,
                         max_context_tokens=args.max_context_tokens),
@@ -60,24 +70,21 @@ def _rollout_config(args, engine: str):
 
 
 def _run_and_write(args, engine: str, keep=lambda t: True) -> None:
+    from .jsonl import write_atomic
     from .metrics import format_table, summarize_by_task
-    from .rollout import rollout
+    from .rollout import rollout_to_file
     from .tasks.io import load_tasks
-    from .trajectory import write_trajectories
 
     tasks = load_tasks(args.data, limit=args.limit)
-    trajs = rollout(tasks, _rollout_config(args, engine))
-    kept = [t for t in trajs if keep(t)]
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    write_trajectories(kept, args.out)
+    trajs = rollout_to_file(tasks, _rollout_config(args, engine), args.out, keep, chunk_size=args.chunk_size)
     summary = summarize_by_task(trajs)
-    Path(args.out).with_suffix(".summary.json").write_text(json.dumps(summary, indent=2))
+    write_atomic(Path(args.out).with_suffix(".summary.json"), json.dumps(summary, indent=2))
     print(format_table(summary))
-    if args.env == "memtool":
+    if args.environment == "memtool":
         from .memtool import metrics as memtool_metrics
 
         print(memtool_metrics.format_table(memtool_metrics.summarize(trajs)))
-    print(f"wrote {len(kept)} of {len(trajs)} trajectories to {args.out}")
+    print(f"wrote {sum(map(keep, trajs))} of {len(trajs)} trajectories to {args.out}")
 
 
 def cmd_rollout(args) -> None:
@@ -92,15 +99,11 @@ def cmd_collect(args) -> None:
 def cmd_samples(args) -> None:
     from .agent.chat import ChatFormat
     from .models import resolve_model
-    from .samples import build_samples, write_samples
+    from .samples import policy_samples, write_samples
     from .trajectory import read_trajectories
 
     fmt = ChatFormat.from_pretrained(resolve_model(args.model))
-
-    def tool_ids(step):
-        return fmt.bridge_ids(tuple(("tool", c["result"]) for c in step.calls))
-
-    samples = [s for t in read_trajectories(args.inp) for s in build_samples(t, tool_ids)]
+    samples = policy_samples(read_trajectories(args.inp), fmt)
     n = write_samples(samples, args.out)
     trained = sum(sum(s.loss_mask) for s in samples)
     print(f"wrote {n} samples ({trained} trained tokens) to {args.out}")
@@ -114,7 +117,7 @@ def cmd_inspect(args) -> None:
     fmt = ChatFormat.from_pretrained(resolve_model(args.model))
     samples = list(read_samples(args.path))
     if not 0 <= args.index < len(samples):
-        sys.exit(f"error: {args.path} has {len(samples)} samples; --index must be in [0, {len(samples) - 1}]")
+        raise ValueError(f"{args.path} has {len(samples)} samples; --index must be in [0, {len(samples) - 1}]")
     s = samples[args.index]
     color = sys.stdout.isatty() and not args.plain
     on, off = ("\033[1;32m", "\033[0m") if color else ("[[", "]]")
@@ -136,14 +139,12 @@ def cmd_eval(args) -> None:
     flags = dict(models=args.model, tasks=args.tasks.split(",") if args.tasks else None,
                  modes=args.modes.split(",") if args.modes else None, num=args.num, data=args.data,
                  split=args.split, out=args.out, engine=args.engine, seed=args.seed,
-                 context_budget=args.context_budget, env=args.env)
-    cfg = EvalConfig.from_yaml(args.config, **flags) if args.config else EvalConfig.from_dict({}, **flags)
-    if args.max_new_tokens:
-        cfg.loop.max_new_tokens = args.max_new_tokens
-    cfg.env_params = {**cfg.env_params, **dict(args.env_param)}
+                 context_budget=args.context_budget, environment=args.environment, max_new_tokens=args.max_new_tokens)
+    cfg = EvalConfig.from_yaml(args.config, **flags)
+    cfg.environment_params = {**cfg.environment_params, **dict(args.environment_param)}
     results = evaluate(cfg)
     print(accuracy_table(results))
-    if cfg.env == "memtool":
+    if cfg.environment == "memtool":
         print(memtool_table(results))
     print(f"wrote results.json, results.md and plots to {cfg.out}")
 
@@ -221,11 +222,24 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--param", type=_param, action="append", default=[], metavar="K=V",
                      help="a generator parameter, e.g. keys=4 updates=16 (repeatable)")
     gen.set_defaults(fn=cmd_data_generate)
+    imp = data.add_parser("import", help="a published benchmark in its own release format → tasks (README: "
+                          "Published benchmarks)")
+    imp.add_argument("--format", required=True, choices=["pi_llm", "needlebench", "mrcr", "babilong", "longbench_v2",
+                                                          "frames"])
+    imp.add_argument("--in", dest="inp", required=True, help=".jsonl, .json, .parquet, .csv, .tsv or a datasets "
+                     "save_to_disk directory")
+    imp.add_argument("--out", required=True, help="tasks .jsonl")
+    imp.add_argument("--param", type=_param, action="append", default=[], metavar="K=V",
+                     help="frames: articles=FILE (the Wikipedia texts); babilong: task=qa1 length=4k (repeatable)")
+    imp.set_defaults(fn=cmd_data_import)
 
     run = argparse.ArgumentParser(add_help=False)
     run.add_argument("--model", default=None, help="HF model id or path (default: the embedded SmolLM2-135M)")
     run.add_argument("--data", required=True, help="tasks: .jsonl, .parquet or a datasets name")
-    run.add_argument("--out", required=True, help="trajectories .jsonl (a .summary.json is written beside it)")
+    run.add_argument("--out", required=True, help="trajectories .jsonl (a .summary.json is written beside it); "
+                     "a run killed and started again resumes from OUT.partial")
+    run.add_argument("--chunk-size", type=int, default=64, help="tasks per chunk: a finished chunk is saved, "
+                     "a restarted run skips it")
     run.add_argument("--limit", type=int, default=None, help="use the first N tasks")
     run.add_argument("--num-generations", type=int, default=1, help="rollouts per task")
     run.add_argument("--seed", type=int, default=0)
@@ -234,8 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-new-tokens", type=int, default=512)
     run.add_argument("--max-tool-calls", type=int, default=20)
     run.add_argument("--max-context-tokens", type=int, default=131072)
-    run.add_argument("--env", default="acm", choices=["acm", "memtool"], help="the environment (default: acm)")
-    run.add_argument("--env-param", type=_param, action="append", default=[], metavar="K=V",
+    run.add_argument("--environment", default="acm", help="the environment (sculptor_rl.envs: acm, memtool, full, "
+                     "truncate, bm25; default: acm)")
+    run.add_argument("--environment-param", type=_param, action="append", default=[], metavar="K=V",
                      help="an environment parameter, e.g. mode=workflow limit=128 (memtool; repeatable)")
 
     ro = sub.add_parser("rollout", parents=[run], help="multi-turn ACM rollouts of a model")
@@ -267,17 +282,17 @@ def build_parser() -> argparse.ArgumentParser:
     ins.set_defaults(fn=cmd_inspect)
 
     ev = sub.add_parser("eval", help="evaluate checkpoints: ACM vs full/truncate/bm25 baselines, or the MemTool "
-                        "modes (--env memtool); tables, plots")
+                        "modes (--environment memtool); tables, plots")
     ev.add_argument("--config", help="YAML settings (configs/eval/); the flags below override them")
     ev.add_argument("--model", action="append", help="HF id or checkpoint dir; repeat to compare several "
                     "(default: the embedded SmolLM2-135M)")
-    ev.add_argument("--env", choices=["acm", "memtool"], help="the environment (default: acm); it sets the modes "
-                    "and task families")
-    ev.add_argument("--env-param", type=_param, action="append", default=[], metavar="K=V",
+    ev.add_argument("--environment", choices=["acm", "memtool"], help="the environment (default: acm); it sets the "
+                    "modes and task families")
+    ev.add_argument("--environment-param", type=_param, action="append", default=[], metavar="K=V",
                     help="memtool: an environment parameter, e.g. limit=128 history_turns=2 (repeatable)")
     ev.add_argument("--tasks", help="comma-separated families (default: pi_llm,needlebench,mrcr,babilong; memtool)")
-    ev.add_argument("--modes", help="comma-separated, of acm,full,truncate,bm25 (env acm) or autonomous,workflow,"
-                    "hybrid (env memtool); default: all of the env's")
+    ev.add_argument("--modes", help="comma-separated, of acm,full,truncate,bm25 (environment acm) or autonomous,"
+                    "workflow,hybrid (environment memtool); default: all of the environment's")
     ev.add_argument("--num", type=int, help="tasks per family (default: 8 generated; all of --data)")
     ev.add_argument("--data", help="your tasks (.jsonl, .parquet or a datasets name) instead of generated ones")
     ev.add_argument("--split", help="the datasets split of --data (default: test)")
@@ -315,7 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.set_defaults(fn=cmd_slurm)
 
     srv = sub.add_parser("serve", help="OpenAI-compatible server running the agent loop in its environment "
-                         "(sculptor-rl serve --model CKPT [--env acm|memtool] [--engine vllm|hf] [--host] [--port] "
+                         "(sculptor-rl serve --model CKPT [--environment acm|memtool] [--engine vllm|hf] [--host] "
+                         "[--port] "
                          "[--api-key]; --help for all)",
                          add_help=False)
     srv.add_argument("--config", default=None)
@@ -324,19 +340,44 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Run a command. A user's mistake (a bad input file, config or model path) ends in one `error: ...` line and
+    exit status 2, as argparse's own errors do; `-v` adds the traceback."""
+    import yaml
+
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if getattr(args, "passthrough", False):
-        args.fn(args, rest)
-    elif rest:
+    passthrough = getattr(args, "passthrough", False)
+    if rest and not passthrough:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    else:
-        try:
-            args.fn(args)
-        except (ValueError, FileNotFoundError) as e:
-            sys.exit(f"error: {e}")
+    try:
+        args.fn(args, rest) if passthrough else args.fn(args)
+    except (ValueError, OSError) as e:  # bad JSONL/Parquet/records, config values, paths, models
+        _user_error(str(e))
+    except yaml.YAMLError as e:  # a config that is not YAML: its message names the file, line and column
+        _user_error(" ".join(str(e).split()))
+    except SystemExit as e:
+        if isinstance(e.code, str):  # a command's own `sys.exit("error: ...")`: the same status as the rest
+            _user_error(e.code.removeprefix("error: "))
+        raise
+
+
+def _user_error(message: str) -> None:
+    log.debug("the error's traceback", exc_info=True)
+    print(f"error: {message}", file=sys.stderr)
+    raise UserError(message) from None
+
+
+class UserError(SystemExit):
+    """Exit status 2; `str()` is the `error: ...` line, for callers of `main` in-process."""
+
+    def __init__(self, message: str):
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"error: {self.message}"
 
 
 if __name__ == "__main__":

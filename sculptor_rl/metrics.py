@@ -1,6 +1,9 @@
 """Aggregate metrics over trajectories (overall, per task family, per any grouping such as length bucket).
 
-The one place metrics are defined: rollouts, collection and evaluation all report these numbers.
+The one place metrics are defined: rollouts, collection and evaluation all report these numbers. Each summary
+carries, under "ci", the 95 % interval of its rates and means (`sculptor_rl.stats.interval`: Wilson for a rate
+or a 0/1 score, the bootstrap for a mean); `per_rollout` keeps each rollout's own values, which a paired
+comparison of two checkpoints on the same tasks needs.
 """
 
 from __future__ import annotations
@@ -9,9 +12,16 @@ import math
 from collections import Counter, defaultdict
 from typing import Callable
 
+from .stats import bootstrap_mean, interval
 from .trajectory import Trajectory
 
-__all__ = ["summarize", "summarize_by", "summarize_by_task", "tool_entropy", "format_table"]
+__all__ = ["summarize", "summarize_by", "summarize_by_task", "per_rollout", "tool_entropy", "format_table"]
+
+# summary key: (the per-rollout value it averages, its interval). Scores are 0/1 (Wilson) or partial credit
+# (bootstrap); reward and reduction are means even where every value happens to be 0 or 1.
+INTERVALS = {"accuracy": ("score", interval), "correct": ("correct", interval), "reward": ("reward", bootstrap_mean),
+             "format_error_rate": ("format_error", interval),
+             "context_reduction": ("context_reduction", bootstrap_mean)}
 
 
 def tool_entropy(counts: Counter) -> float:
@@ -27,6 +37,7 @@ def summarize(trajs: list[Trajectory], correct_threshold: float = 1.0) -> dict:
     steps = [s for t in trajs for s in t.steps]
     calls = [c for s in steps for c in s.calls]
     tools = sum((t.tool_counts for t in trajs), Counter())
+    rows = per_rollout(trajs, correct_threshold)
     return {
         "n": n,
         "accuracy": sum(t.score for t in trajs) / n,  # mean task score (partial credit where the task gives it)
@@ -45,7 +56,15 @@ def summarize(trajs: list[Trajectory], correct_threshold: float = 1.0) -> dict:
         "context_reduction": sum(t.context_reduction for t in trajs) / n,
         "generated_tokens": sum(t.generated_tokens for t in trajs) / n,
         "stop_reasons": dict(Counter(t.stop_reason for t in trajs)),
+        "ci": {key: list(ci([r[value] for r in rows])) for key, (value, ci) in INTERVALS.items()},
     }
+
+
+def per_rollout(trajs: list[Trajectory], correct_threshold: float = 1.0) -> list[dict]:
+    """Each rollout's own values, in order: its task id and family, and the numbers the summary averages."""
+    return [{"task_id": t.task_id, "task": t.task, "score": t.score, "correct": int(t.score >= correct_threshold),
+             "reward": t.reward, "format_error": int(t.format_errors > 0),
+             "context_reduction": t.context_reduction} for t in trajs]
 
 
 def summarize_by(trajs: list[Trajectory], key: Callable[[Trajectory], str],

@@ -94,7 +94,19 @@ def prepare_default_model(force: bool = False) -> Path:
 
 
 def resolve_model(model: str | os.PathLike | None) -> str:
-    """`None` or the default's name → the prepared embedded checkpoint; anything else is passed through."""
+    """`None` or the default's name → the prepared embedded checkpoint; anything else is passed through, after a
+    check that a local path is a model directory (a typo fails here in one line, not deep in transformers)."""
     if model is None or str(model) in ("", DEFAULT_MODEL, "default"):
         return str(prepare_default_model())
-    return str(model)
+    model = str(model)
+    path = Path(model).expanduser()
+    # an HF id is `name` or `org/name`; anything else, or anything that exists, is a local path
+    local = path.exists() or model.startswith((".", "/", "~")) or model.count("/") > 1
+    if local:
+        if not path.exists():
+            raise FileNotFoundError(f"model {model}: no such directory")
+        if not path.is_dir():
+            raise ValueError(f"model {model}: a file, not a model directory (pass a checkpoint directory or an HF id)")
+        if not (path / "config.json").is_file():
+            raise ValueError(f"model {model}: not a model directory (it has no config.json)")
+    return model

@@ -3,9 +3,11 @@
     sculptor-rl pipeline --config configs/quickstart.yaml [--name NAME] [--only STAGE ...]
 
 Every stage writes into `runs/<name>/<stage>/` and a `done.json` (timing, outputs) last; a stage whose
-`done.json` exists is skipped, so an interrupted run resumes where it stopped (the trainers also resume from
-their own checkpoints inside a stage). Delete a stage's folder to run it again. SFT, RL and eval take their
-settings from their own config files (`sft_config`, `rl_config`, `eval`), with the run's paths filled in.
+`done.json` exists is skipped, so an interrupted run (even one killed with `kill -9`) resumes where it stopped:
+inside a stage the rollouts resume from their finished chunks, the trainers from their last checkpoint and eval
+from its finished (model, mode) runs; every file appears whole. Delete a stage's folder to run it again. SFT,
+RL and eval take their settings from their own config files (`sft_config`, `rl_config`, `eval`), with the run's
+paths filled in.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
+from .config import check_values, load_config
+from .jsonl import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -37,16 +40,19 @@ class PipelineConfig:
     sft: dict = field(default_factory=dict)  # SculptorSFTConfig fields overriding sft_config
     rl_config: str = "configs/rl/quickstart_cpu.yaml"
     rl: dict = field(default_factory=dict)  # SculptorGRPOConfig fields overriding rl_config
-    eval: dict = field(default_factory=dict)  # EvalConfig fields (modes, sampling, loop, ...)
+    eval: dict = field(default_factory=dict)  # EvalConfig fields (modes, temperature, max_new_tokens, ...)
 
     @classmethod
     def from_yaml(cls, path: str) -> "PipelineConfig":
-        with open(path) as f:
-            data = yaml.safe_load(f) or {}
-        unknown = set(data) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"{path}: unknown keys {sorted(unknown)}")
-        return cls(**data)
+        """The config, its stages' sections (`eval`, `sft`, `rl`) checked too, before any stage runs."""
+        from .eval.run import EvalConfig
+        from .train.rl_config import SculptorGRPOConfig
+        from .train.sft import SculptorSFTConfig
+
+        cfg = load_config(cls, path)
+        for section, kind in (("eval", EvalConfig), ("sft", SculptorSFTConfig), ("rl", SculptorGRPOConfig)):
+            check_values(kind, getattr(cfg, section), f"{path} ({section})")
+        return cfg
 
 
 class Run:
@@ -73,7 +79,7 @@ class Run:
         t = time.perf_counter()
         info = fn(self.dir(name)) or {}
         info["seconds"] = time.perf_counter() - t
-        done.write_text(json.dumps(info, indent=2))
+        write_atomic(done, json.dumps(info, indent=2))  # whole or absent: a kill here reruns the stage
         print(f"[{k}/{len(self.stages)}] {name}: {info['seconds']:.0f} s "
               f"(total {time.perf_counter() - self.start:.0f} s)", flush=True)
         return info
@@ -97,15 +103,16 @@ def _data(cfg: PipelineConfig):
 def _teachers(cfg: PipelineConfig, data: Path):
     """Every family's scripted teacher on its tasks: accuracy and context reduction (issue: foundations)."""
     from .metrics import format_table, summarize_by_task
-    from .rollout import RolloutConfig, rollout
+    from .rollout import RolloutConfig, rollout_to_file
     from .tasks import FAMILIES, load_tasks
 
     def run(out: Path) -> dict:
         tasks = [t for family in FAMILIES for t in load_tasks(data / f"teacher_{family}.jsonl")]
-        trajs = rollout(tasks, RolloutConfig(engine="scripted", model=cfg.model, seed=cfg.seed))
+        trajs = rollout_to_file(tasks, RolloutConfig(engine="scripted", model=cfg.model, seed=cfg.seed),
+                                out / "trajectories.jsonl")
         summary = summarize_by_task(trajs)
         table = format_table(summary)
-        (out / "teachers.md").write_text(table + "\n")
+        write_atomic(out / "teachers.md", table + "\n")
         print(table)
         return {"summary": summary}
 
@@ -116,18 +123,16 @@ def _collect(cfg: PipelineConfig, data: Path):
     """Scripted-teacher trajectories on the training tasks, turned into Algorithm 1 samples."""
     from .agent.chat import ChatFormat
     from .models import resolve_model
-    from .rollout import RolloutConfig, rollout
-    from .samples import build_samples, write_samples
+    from .rollout import RolloutConfig, rollout_to_file
+    from .samples import policy_samples, write_samples
     from .tasks import load_tasks
-    from .trajectory import write_trajectories
 
     def run(out: Path) -> dict:
         fmt = ChatFormat.from_pretrained(resolve_model(cfg.model))
-        trajs = rollout(load_tasks(data / "train.jsonl"), RolloutConfig(engine="scripted", model=cfg.model), fmt)
+        trajs = rollout_to_file(load_tasks(data / "train.jsonl"), RolloutConfig(engine="scripted", model=cfg.model),
+                                out / "trajectories.jsonl", keep=lambda t: t.reward >= 1.0, fmt=fmt)
         kept = [t for t in trajs if t.reward >= 1.0]
-        write_trajectories(kept, out / "trajectories.jsonl")
-        samples = [s for t in kept for s in build_samples(
-            t, lambda step: fmt.bridge_ids(tuple(("tool", c["result"]) for c in step.calls)))]
+        samples = policy_samples(kept, fmt)
         write_samples(samples, out / "samples.jsonl")
         tokens = sum(len(s.input_ids) for s in samples)
         print(f"kept {len(kept)}/{len(trajs)} teacher trajectories → {len(samples)} samples, {tokens} tokens")
@@ -136,21 +141,13 @@ def _collect(cfg: PipelineConfig, data: Path):
     return run
 
 
-def trainer_config(kind, path: str, overrides: dict):
-    """A trainer config dataclass from its YAML file, then `overrides` (what `--key value` flags would do)."""
-    from transformers import HfArgumentParser
-
-    with open(path) as f:
-        values = yaml.safe_load(f) or {}
-    return HfArgumentParser((kind,)).parse_dict({**values, **overrides})[0]
-
-
 def _sft(cfg: PipelineConfig, samples: Path):
     from .train.sft import SculptorSFTConfig, train
 
     def run(out: Path) -> dict:
         paths = {"output_dir": str(out), "model": cfg.model, "samples": str(samples), "seed": cfg.seed}
-        return {"checkpoint": str(train(trainer_config(SculptorSFTConfig, cfg.sft_config, {**cfg.sft, **paths})))}
+        return {"checkpoint": str(train(load_config(SculptorSFTConfig, cfg.sft_config, {**cfg.sft, **paths},
+                                                    "pipeline sft")))}
 
     return run
 
@@ -160,7 +157,8 @@ def _rl(cfg: PipelineConfig, start: Path, tasks: Path):
 
     def run(out: Path) -> dict:
         paths = {"output_dir": str(out), "model": str(start), "tasks": str(tasks), "seed": cfg.seed}
-        return {"checkpoint": str(train(trainer_config(SculptorGRPOConfig, cfg.rl_config, {**cfg.rl, **paths})))}
+        return {"checkpoint": str(train(load_config(SculptorGRPOConfig, cfg.rl_config, {**cfg.rl, **paths},
+                                                    "pipeline rl")))}
 
     return run
 
@@ -170,8 +168,8 @@ def _eval(cfg: PipelineConfig, models: dict[str, str | None], tasks: Path):
 
     def run(out: Path) -> dict:
         settings = {"modes": ["acm", "full"], **cfg.eval}
-        results = evaluate(EvalConfig.from_dict(settings, models=list(models.values()), tasks=[cfg.task],
-                                                data=str(tasks), out=str(out), seed=cfg.seed))
+        paths = dict(models=list(models.values()), tasks=[cfg.task], data=str(tasks), out=str(out), seed=cfg.seed)
+        results = evaluate(load_config(EvalConfig, None, {**settings, **paths}, "pipeline eval"))
         return {"models": models, "results": str(out / "results.json"), "modes": results["modes"]}
 
     return run
@@ -198,7 +196,7 @@ def _report(run: Run):
             if path.exists():
                 parts += ["", f"## {title}", "", f"![{title}]({path.relative_to(run.root)})"]
         report = run.root / "report.md"
-        report.write_text("\n".join(parts) + "\n")
+        write_atomic(report, "\n".join(parts) + "\n")
         print(f"report: {report}")
         return {"report": str(report)}
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from .jsonl import read_jsonl, write_jsonl
-from .trajectory import Trajectory
+from .trajectory import Trajectory, from_record
 
 __all__ = ["Sample", "DriftError", "build_samples", "write_samples", "read_samples"]
 
@@ -78,4 +78,25 @@ def write_samples(samples: Iterable[Sample], path: str | Path) -> int:
 
 
 def read_samples(path: str | Path) -> Iterator[Sample]:
-    return read_jsonl(path, lambda d: Sample(**d), "sample record")
+    return read_jsonl(path, _sample, "sample record")
+
+
+def _sample(record: dict) -> Sample:
+    s = from_record(Sample, record)
+    for name in ("loss_mask", "logprobs"):
+        values = getattr(s, name)
+        if values is not None and len(values) != len(s.input_ids):
+            raise TypeError(f"{name} has {len(values)} entries for {len(s.input_ids)} input_ids")
+    if not set(s.loss_mask) <= {0, 1}:
+        raise TypeError("loss_mask holds values other than 0 and 1")
+    return s
+
+
+def policy_samples(trajs: Iterable[Trajectory], fmt) -> list[Sample]:
+    """Algorithm 1 samples of `trajs`, tool results rendered by the policy's chat format `fmt` (`ChatFormat`):
+    what `sculptor-rl samples` and the pipeline's collect stage write."""
+
+    def tool_ids(step):
+        return fmt.bridge_ids(tuple(("tool", c["result"]) for c in step.calls))
+
+    return [s for t in trajs for s in build_samples(t, tool_ids)]

@@ -17,12 +17,13 @@ Rollouts (RL):
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+
+from .config import load_config
 
 __all__ = ["SlurmConfig", "render"]
 
@@ -53,11 +54,7 @@ class SlurmConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "SlurmConfig":
-        values = yaml.safe_load(Path(path).read_text()) or {}
-        unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise ValueError(f"{path}: unknown setting(s) {', '.join(unknown)}")
-        return cls(**values)
+        return load_config(cls, path)
 
     @property
     def processes(self) -> int:
@@ -116,8 +113,8 @@ def render(cfg: SlurmConfig) -> str:
                 raise ValueError(f"{cfg.config}: set `model` (the vLLM server loads it)")
             serve = ["trl", "vllm-serve", "--model", model, "--tensor_parallel_size", str(tp),
                      "--data_parallel_size", str(g // tp), "--host", "0.0.0.0", "--port", str(cfg.vllm_port)]
-            if trainer.get("vllm_max_model_length"):
-                serve += ["--max_model_len", str(trainer["vllm_max_model_length"])]
+            if trainer.get("max_model_len"):
+                serve += ["--max_model_len", str(trainer["max_model_len"])]
             lines += ["# the vLLM server (the trainer waits for it: vllm_server_timeout)",
                       f'srun --nodes=1 --ntasks=1 -w "$ROLLOUT_HEAD" {shlex.join(serve)} &']
             args = ["--engine", "vllm", "--vllm_mode", "server", "--vllm_server_base_url",

@@ -7,14 +7,28 @@ Prompt ids are stored compactly: a step's prompt usually extends the previous st
 
 from __future__ import annotations
 
+import functools
+import types
+import typing
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, TypedDict
 
 from .jsonl import read_jsonl, write_jsonl
 
-__all__ = ["Step", "Trajectory", "write_trajectories", "read_trajectories"]
+__all__ = ["CallRecord", "Step", "Trajectory", "write_trajectories", "read_trajectories", "from_record"]
+
+
+class CallRecord(TypedDict):
+    """One tool call of a step, as the loop records it."""
+
+    name: str | None  # None for a call block that could not be parsed
+    arguments: object
+    ok: bool
+    modified: bool
+    format_error: bool
+    result: str
 
 
 @dataclass
@@ -24,7 +38,7 @@ class Step:
     logprobs: list[float] | None  # per completion token, from the engine
     text: str
     finish_reason: str = "stop"
-    calls: list[dict] = field(default_factory=list)  # name, arguments, ok, modified, format_error, result
+    calls: list[CallRecord] = field(default_factory=list)
     next_turn: bool = False  # a completion without calls after which the env went on with a new user turn
 
     @property
@@ -91,15 +105,86 @@ class Trajectory:
 
     @classmethod
     def from_json(cls, d: dict) -> "Trajectory":
+        """The inverse of `to_json`; a record of the wrong shape is a TypeError naming the field."""
+        if not isinstance(d, dict) or not isinstance(d.get("steps"), list):
+            raise TypeError("a trajectory record is an object with a list 'steps'")
         d = dict(d)
         d.pop("counts", None)
         steps, prev = [], []
-        for raw in d.pop("steps"):
+        for t, raw in enumerate(d.pop("steps")):
+            where = f"steps[{t}]."
+            if not isinstance(raw, dict):
+                raise TypeError(f"{where[:-1]} must be an object")
             raw = dict(raw)
-            ids = prev[: raw.pop("prompt_reuse")] + raw.pop("prompt_new")
-            steps.append(Step(prompt_ids=ids, **raw))
+            reuse = _checked(raw.pop("prompt_reuse", None), int, where + "prompt_reuse")
+            if not 0 <= reuse <= len(prev):
+                raise TypeError(f"{where}prompt_reuse={reuse} but the step before holds {len(prev)} tokens")
+            ids = prev[:reuse] + _checked(raw.pop("prompt_new", None), list[int], where + "prompt_new")
+            steps.append(from_record(Step, {"prompt_ids": ids, **raw}, where))
             prev = ids + steps[-1].completion_ids
-        return cls(steps=steps, **d)
+        return from_record(cls, {"steps": steps, **d})
+
+
+def from_record(cls, record: dict, where: str = ""):
+    """The dataclass `cls` built from a JSON object whose fields are checked against `cls`'s annotations, so a
+    wrong record fails here, as a TypeError naming the field (e.g. `steps[2].completion_ids[5]`), not later."""
+    if not isinstance(record, dict):
+        raise TypeError(f"{where or 'the record'} must be an object, got {type(record).__name__}")
+    hints = _hints(cls)
+    declared = {f.name: f for f in fields(cls)}
+    for name in record:
+        if name not in declared:
+            raise TypeError(f"unknown field {where}{name!r} (fields: {', '.join(declared)})")
+    for name, f in declared.items():
+        if name not in record and f.default is MISSING and f.default_factory is MISSING:
+            raise TypeError(f"missing field {where}{name!r}")
+    return cls(**{name: _checked(value, hints[name], where + name) for name, value in record.items()})
+
+
+_SCALARS = {int: (int,), float: (int, float), str: (str,), bool: (bool,)}  # the JSON types of an annotation
+
+
+def _checked(value, hint, where: str):
+    """`value` if it is of the annotated type `hint` (the JSON kinds: str, int, float, bool, None, list[X],
+    dict, dataclasses, TypedDicts and unions of them), else a TypeError naming `where`."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is object or (is_dataclass(hint) and isinstance(value, hint)):
+        return value
+    if origin in (types.UnionType, typing.Union):
+        for option in args:
+            try:
+                return _checked(value, option, where)
+            except TypeError:
+                pass
+    elif hint is type(None) and value is None:
+        return value
+    elif origin is list and isinstance(value, list):
+        (item,) = args
+        kinds = _SCALARS.get(item)
+        if kinds and all(type(x) in kinds for x in value):  # the fast path for token ids and logprobs
+            return value
+        return [_checked(x, item, f"{where}[{i}]") for i, x in enumerate(value)]
+    elif type(value) in _SCALARS.get(hint, ()) or hint is dict and type(value) is dict:
+        return value
+    elif typing.is_typeddict(hint) and isinstance(value, dict):
+        missing = [k for k in _hints(hint) if k not in value]
+        if missing:
+            raise TypeError(f"{where} lacks {', '.join(map(repr, missing))}")
+        for k, h in _hints(hint).items():
+            _checked(value[k], h, f"{where}.{k}")
+        return value
+    elif is_dataclass(hint) and isinstance(value, dict):
+        return from_record(hint, value, where + ".")
+    raise TypeError(f"{where} must be {_name(hint)}, got {type(value).__name__} {value!r:.60}")
+
+
+@functools.cache
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def _name(hint) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

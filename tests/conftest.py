@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 
 import pytest
 
-from sculptor_rl.engines.scripted import ScriptedEngine
+from sculptor_rl.envs.teachers import ScriptedTeacher
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -32,10 +33,49 @@ def vllm_engine(model_path, fmt):
     from sculptor_rl.engines import SamplingConfig
     from sculptor_rl.engines.vllm_engine import VLLMEngine
 
+    # its KV cache is sized for what the tests need (vllm_engine.cpu_kv_cache_bytes), leaving room for more engines;
+    # eager: no compilation or warm-up at start (a minute on 2 cores), for the few tokens the tests generate
+    before = _children()
     engine = VLLMEngine(model_path, fmt.stop_ids, SamplingConfig(temperature=1.0, seed=0), max_model_len=8192,
-                        gpu_memory_utilization=0.3)  # on CPU: the share of RAM; leaves room for a second engine
+                        enforce_eager=True)
+    SESSION_PROCESSES.update(_children() - before)
     yield engine
     engine.close()
+
+
+# Processes started by session fixtures (the shared engine), and helpers that live as long as the interpreter
+SESSION_PROCESSES: set[int] = set()
+LONG_LIVED = ("multiprocessing.resource_tracker", "torch._inductor.compile_worker")
+
+
+def _children() -> set[int]:
+    import psutil
+
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def nothing_outlives_the_module():
+    """Every process a module's tests start (servers, launchers, engines, Ray) has ended when the module ends."""
+    import psutil
+
+    before = _children()
+    yield
+    deadline = time.monotonic() + 30  # an engine or a Ray cluster takes a few seconds to wind down
+    while True:
+        left = []
+        for pid in _children() - before - SESSION_PROCESSES:
+            try:
+                proc = psutil.Process(pid)
+                cmdline = " ".join(proc.cmdline())
+                if proc.status() != psutil.STATUS_ZOMBIE and not any(name in cmdline for name in LONG_LIVED):
+                    left.append(f"{pid}: {cmdline[:200]}")
+            except psutil.Error:  # ended meanwhile
+                pass
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert not left, "processes outlived the module's tests:\n" + "\n".join(left)
 
 
 def digest(model) -> str:
@@ -46,21 +86,22 @@ def digest(model) -> str:
     return h.hexdigest()
 
 
-def assert_prompts_show_the_workspace(traj, ws, fmt) -> None:
-    """Replays a rollout in a fresh workspace `ws`: every step's prompt ids must decode to the chat template
-    applied to what the workspace rendered at that step."""
+def assert_prompts_show_the_workspace(traj, env, fmt) -> None:
+    """Replays a rollout in a fresh environment `env`: every step's prompt ids must decode to the chat template
+    applied to what the environment rendered at that step."""
     for step in traj.steps:
-        assert fmt.tokenizer.decode(step.prompt_ids) == fmt.text(ws.render(), add_generation_prompt=True,
-                                                                 tools=ws.tools)
-        ws.append({"role": "assistant", "content": step.text})
+        assert fmt.tokenizer.decode(step.prompt_ids) == fmt.text(env.render(), add_generation_prompt=True,
+                                                                 tools=env.tools)
+        env.append({"role": "assistant", "content": step.text})
         for call in step.calls:
-            ws.append({"role": "tool", "content": ws.call(call["name"], call["arguments"])})
+            env.append({"role": "tool", "content": env.execute(call["name"], call["arguments"]).text})
 
 
-class CountingTeacher(ScriptedEngine):
-    """The scripted teachers, counting the completions they are asked for."""
+class CountingTeacher(ScriptedTeacher):
+    """The scripted teachers of `tasks`, counting the completions they are asked for."""
 
-    def __init__(self):
+    def __init__(self, tasks):
+        super().__init__(tasks)
         self.completions = 0
 
     def generate(self, requests):

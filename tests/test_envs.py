@@ -1,4 +1,4 @@
-"""The environment registry (sculptor_rl.envs) and `--env` on the rollout/collect command line."""
+"""The environment contract and registry (sculptor_rl.envs) and `--environment` on the rollout/collect command line."""
 
 from __future__ import annotations
 
@@ -7,46 +7,82 @@ import json
 import pytest
 
 from sculptor_rl import cli
-from sculptor_rl.acm import Workspace
-from sculptor_rl.envs import ENVS, make_env_factory
-from sculptor_rl.memtool import MemToolEnv
+from sculptor_rl.envs import ACM_SYSTEM_PROMPT, ENVS, AcmEnv, Env, MemToolEnv, conversation_env, make_env_factory
+from sculptor_rl.envs.baselines import BASELINE_SYSTEM_PROMPT
+from sculptor_rl.envs.memtool import MEMTOOL_SYSTEM_PROMPT
 from sculptor_rl.tasks import generate
 from sculptor_rl.trajectory import read_trajectories
 
 
-def test_registry_builds_each_environment():
-    assert set(ENVS) == {"acm", "memtool"}
+def test_registry_builds_each_environment(fmt):
+    # the package's own (tests register toy environments of their own beside them)
+    assert {name for name, cls in ENVS.items() if cls.__module__.startswith("sculptor_rl.")} == {
+        "acm", "memtool", "full", "truncate", "bm25"}
     acm_task, session = generate("babilong", 1, 0)[0], generate("memtool", 1, 0)[0]
-    ws = make_env_factory("acm", 3)(acm_task, 1)
-    assert isinstance(ws, Workspace) and ws.render() == acm_task["messages"]
-    env = make_env_factory("memtool", 0, mode="hybrid", limit=64)(session, 0)
+    env = make_env_factory("acm", seed=3)(acm_task, 1)
+    assert isinstance(env, AcmEnv) and env.workspace._rng.random() == AcmEnv(acm_task, seed=3 * 1_000_003 + 1) \
+        .workspace._rng.random()
+    env = make_env_factory("memtool", {"mode": "hybrid", "limit": 64})(session, 0)
     assert isinstance(env, MemToolEnv) and (env.mode, env.limit) == ("hybrid", 64)
-    assert env.render() == [{"role": "system", "content": env.render()[0]["content"]}, session["messages"][1]]
+    shown = make_env_factory("truncate", {"context_budget": 50}, tokenizer=fmt.tokenizer)(acm_task, 0)
+    assert len(fmt.encode(shown.render()[1]["content"])) < len(fmt.encode(shown.original()[1]["content"]))
+    assert shown.original()[1] == acm_task["messages"][0] and shown.tools == []
+
+
+def test_records_carry_no_system_prompt_the_environment_gives_it():
+    task = generate("pi_llm", 1, 0)[0]
+    assert [m["role"] for m in task["messages"]] == ["user"]
+    for name, prompt in (("acm", ACM_SYSTEM_PROMPT), ("full", BASELINE_SYSTEM_PROMPT)):
+        assert make_env_factory(name)(task, 0).render() == [{"role": "system", "content": prompt}, *task["messages"]]
+    session = generate("memtool", 1, 0)[0]
+    assert make_env_factory("memtool")(session, 0).render()[0]["content"].startswith(MEMTOOL_SYSTEM_PROMPT)
+    # a user's own record with a system message of its own: the environment's prompt comes first, then it
+    own = {**task, "messages": [{"role": "system", "content": "Answer in French."}, *task["messages"]]}
+    assert make_env_factory("acm")(own, 0).render()[0]["content"] == f"{ACM_SYSTEM_PROMPT}\n\nAnswer in French."
+    served = conversation_env("acm")([{"role": "user", "content": "hi"}], 0).render()
+    assert served == [{"role": "system", "content": ACM_SYSTEM_PROMPT}, {"role": "user", "content": "hi"}]
 
 
 @pytest.mark.parametrize("name,params,message", [
     ("gym", {}, "unknown environment 'gym'"),
-    ("acm", {"mode": "workflow"}, "takes no parameters"),
-    ("memtool", {"modes": "workflow"}, "unknown memtool parameter 'modes'"),
+    ("acm", {"mode": "workflow"}, "unknown parameter 'mode' of the acm environment .it takes no parameters"),
+    ("memtool", {"modes": "workflow"}, "unknown parameter 'modes' of the memtool environment"),
     ("memtool", {"mode": "manual"}, "unknown memtool mode"),
     ("memtool", {"limit": "128"}, "limit must be an integer"),
+    ("bm25", {"chunk_tokens": 0}, "chunk_tokens must be an integer >= 1"),
 ])
 def test_bad_environment_or_parameters(name, params, message):
     with pytest.raises(ValueError, match=message):
-        make_env_factory(name, 0, **params)
+        make_env_factory(name, params)
+
+
+def test_the_base_hooks_have_defaults():
+    """A bare `Env` is a working no-tool environment: the family's scorer, eq. 4, no tools, one answer."""
+    task = generate("babilong", 1, 0)[0]
+    env = Env(task)
+    assert env.render() == task["messages"] and env.tools == [] and not env.on_answer("x") and env.info() == {}
+    result = env.execute("fold_fragment", {})
+    assert not result.ok and result.text.startswith("Error:") and len(env.render()) == 1
+    assert env.score(None) == 0.0 and env.score(f"The answer is {task['answer']}.") == 1.0
+
+
+def test_truncate_needs_the_tokenizer():
+    with pytest.raises(ValueError, match="needs the policy's tokenizer"):
+        make_env_factory("truncate")(generate("babilong", 1, 0)[0], 0)
 
 
 def test_cli_generate_and_collect_memtool(tmp_path, capsys, model_path):
     data, out = tmp_path / "sessions.jsonl", tmp_path / "teacher.jsonl"
     cli.main(["data", "generate", "--task", "memtool", "--num", "2", "--out", str(data),
               "--param", "requests=3", "--param", "calls_per_request=2"])
-    cli.main(["collect", "--env", "memtool", "--env-param", "mode=workflow", "--teacher", "scripted",
+    cli.main(["collect", "--environment", "memtool", "--environment-param", "mode=workflow", "--teacher", "scripted",
               "--data", str(data), "--out", str(out), "--max-tool-calls", "40"])
     printed = capsys.readouterr().out
     assert "| workflow | 2 | 1.000 | 1.000 |" in printed and "wrote 2 of 2 trajectories" in printed
     trajs = list(read_trajectories(out))
     assert [t.info["mode"] for t in trajs] == ["workflow"] * 2 and all(t.reward == 1.0 for t in trajs)
     assert json.loads(out.with_suffix(".summary.json").read_text())["memtool"]["accuracy"] == 1.0
-    with pytest.raises(SystemExit, match="unknown memtool mode"):
-        cli.main(["collect", "--env", "memtool", "--env-param", "mode=manual", "--data", str(data),
-                  "--out", str(out)])
+    with pytest.raises(SystemExit):
+        cli.main(["collect", "--environment", "memtool", "--environment-param", "mode=manual", "--data", str(data),
+                  "--out", str(tmp_path / "other.jsonl")])
+    assert "unknown memtool mode" in capsys.readouterr().err

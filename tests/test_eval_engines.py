@@ -8,7 +8,6 @@ import logging
 
 import pytest
 
-from sculptor_rl.agent.loop import LoopConfig
 from sculptor_rl.eval.run import EvalConfig, evaluate
 from sculptor_rl.trajectory import read_trajectories
 
@@ -23,7 +22,7 @@ def test_two_checkpoints_side_by_side_on_hf(model_path, tmp_path):
     other.symlink_to(model_path)  # the same weights under another name: greedy results must agree
     cfg = EvalConfig(models=[model_path, str(other)], tasks=["babilong"], modes=["full", "bm25"], num=2,
                      engine="hf", out=str(tmp_path / "out"), context_budget=60, chunk_tokens=30,
-                     sizes={"babilong": [{"facts": 2, "context_tokens": 200}]}, loop=LoopConfig(max_new_tokens=16))
+                     sizes={"babilong": [{"facts": 2, "context_tokens": 200}]}, max_new_tokens=16)
     results = evaluate(cfg)
     assert results["models"] == ["smollm2-135m-instruct", "ckpt-b"]
     assert [(r["model"], r["mode"]) for r in results["runs"]] == [
@@ -42,7 +41,7 @@ def test_eval_all_modes_on_vllm(vllm_engine, fmt, tmp_path, caplog):
     cfg = EvalConfig(tasks=["needlebench", "babilong"], num=2, out=str(out), context_budget=80, chunk_tokens=40,
                      sizes={"needlebench": [{"needles": 2, "context_tokens": 400}],
                             "babilong": [{"facts": 2, "context_tokens": 150}, {"facts": 2, "context_tokens": 400}]},
-                     loop=LoopConfig(max_new_tokens=48, max_tool_calls=3))
+                     max_new_tokens=48, max_tool_calls=3)
     results = evaluate(cfg, engine=vllm_engine)
 
     runs = {run["mode"]: run for run in results["runs"]}

@@ -6,24 +6,30 @@ import pytest
 from conftest import assert_prompts_show_the_workspace
 
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
-from sculptor_rl.agent.toolcalls import format_tool_call
+from sculptor_rl.toolcalls import format_tool_call
 from sculptor_rl.engines import Completion
-from sculptor_rl.rollout import acm_env
+from sculptor_rl.envs import make_env_factory
 from sculptor_rl.tasks import generate, render_answer
 from sculptor_rl.trajectory import Trajectory
 
 
+def acm_env(seed):
+    return make_env_factory("acm", seed=seed)
+
+
 class Replay:
-    """Completion k of a rollout is `script(task, k, messages)`; records every batch it is sent."""
+    """Completion k of a rollout of a task of `tasks` is `script(task, k, messages)`; records every batch it is
+    sent. Requests carry no task: it is found by the request's rollout id, as the scripted teachers do."""
 
     max_model_len = None
 
-    def __init__(self, script):
-        self.script, self.batches = script, []
+    def __init__(self, script, tasks):
+        self.script, self.batches, self.tasks = script, [], {t["id"]: t for t in tasks}
 
     def generate(self, requests):
         self.batches.append(len(requests))
-        return [Completion(text=self.script(r.task, sum(m["role"] == "assistant" for m in r.messages), r.messages))
+        return [Completion(text=self.script(self.tasks[r.rollout_id.rsplit("/", 1)[0]],
+                                            sum(m["role"] == "assistant" for m in r.messages), r.messages))
                 for r in requests]
 
 
@@ -33,7 +39,7 @@ def _fid(messages):
 
 def acm_script(task, k, messages):
     """fragment → search (read-only) → fold the first fragment → answer."""
-    user = task["messages"][1]["content"]
+    user = task["messages"][0]["content"]
     lines = user.split("\n\n")[1].split("\n")
     if k == 0:
         return format_tool_call("fragment_context", {"start_marker": lines[0], "end_marker": lines[-1],
@@ -52,7 +58,7 @@ def tasks():
 
 
 def test_rollout_records_steps_flags_and_answer(tasks, fmt):
-    engine = Replay(acm_script)
+    engine = Replay(acm_script, tasks)
     trajs = run_rollouts(tasks, engine, fmt, acm_env(0), LoopConfig(), num_generations=2, progress=False)
     assert len(trajs) == 6 and engine.batches == [6, 6, 6, 6]  # all live rollouts in one batch per step
     for t in trajs:
@@ -69,7 +75,7 @@ def test_rollout_records_steps_flags_and_answer(tasks, fmt):
 
 def test_prompt_ids_decode_to_the_rendered_workspace(tasks, fmt):
     """Replays each rollout in a fresh workspace and compares every step's prompt with the template."""
-    (traj,) = run_rollouts(tasks[:1], Replay(acm_script), fmt, acm_env(0), progress=False)
+    (traj,) = run_rollouts(tasks[:1], Replay(acm_script, tasks), fmt, acm_env(0), progress=False)
     assert_prompts_show_the_workspace(traj, acm_env(0)(tasks[0], 0), fmt)
 
 
@@ -77,7 +83,7 @@ def test_format_errors_are_answered_and_penalized(tasks, fmt):
     def script(task, k, messages):
         return ["<tool_call>{oops}</tool_call>", format_tool_call("no_such_tool", {}), render_answer(task)][k]
 
-    (t,) = run_rollouts(tasks[:1], Replay(script), fmt, acm_env(0), progress=False)
+    (t,) = run_rollouts(tasks[:1], Replay(script, tasks), fmt, acm_env(0), progress=False)
     assert t.stop_reason == "answer" and t.score == 1.0
     assert t.format_errors == 2 and t.reward == -1.0
     assert t.steps[0].calls[0]["result"].startswith("Error: tool call is not valid JSON")
@@ -88,7 +94,7 @@ def test_tool_call_cap_stops_the_rollout(tasks, fmt):
     def script(task, k, messages):  # three searches per completion, forever
         return "\n".join(format_tool_call("search_context", {"query": "value"}) for _ in range(3))
 
-    (t,) = run_rollouts(tasks[:1], Replay(script), fmt, acm_env(0), LoopConfig(max_tool_calls=7), progress=False)
+    (t,) = run_rollouts(tasks[:1], Replay(script, tasks), fmt, acm_env(0), LoopConfig(max_tool_calls=7), progress=False)
     assert t.stop_reason == "max_tool_calls" and t.num_tool_calls == 7 and t.reward == -1.0
     assert t.answer is None and t.score == 0.0
 
@@ -97,15 +103,16 @@ def test_context_cap_stops_the_rollout(tasks, fmt):
     def script(task, k, messages):
         return format_tool_call("search_context", {"query": "value", "max_results": 50, "context_size": 1000})
 
-    head = len(fmt.head_ids(tasks[0]["messages"], acm_env(0)(tasks[0], 0).tools))
-    (t,) = run_rollouts(tasks[:1], Replay(script), fmt, acm_env(0),
+    env = acm_env(0)(tasks[0], 0)
+    head = len(fmt.head_ids(env.render(), env.tools))
+    (t,) = run_rollouts(tasks[:1], Replay(script, tasks), fmt, acm_env(0),
                         LoopConfig(max_context_tokens=head + 1500), progress=False)
     assert t.stop_reason == "max_context_tokens" and t.reward == -1.0
     assert all(len(s.prompt_ids) < head + 1500 for s in t.steps)
 
 
 def test_trajectory_json_round_trip_is_exact(tasks, fmt):
-    trajs = run_rollouts(tasks, Replay(acm_script), fmt, acm_env(3), progress=False)
+    trajs = run_rollouts(tasks, Replay(acm_script, tasks), fmt, acm_env(3), progress=False)
     for t in trajs:
         d = t.to_json()
         assert d["steps"][1]["prompt_reuse"] == 0 or d["steps"][1]["prompt_reuse"] < len(t.steps[1].prompt_ids)

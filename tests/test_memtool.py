@@ -11,12 +11,12 @@ from types import SimpleNamespace
 import pytest
 
 from sculptor_rl import tasks
-from sculptor_rl.memtool import MemToolConfig, MemToolEnv, catalogue, sessions
+from sculptor_rl.envs import RewardConfig
+from sculptor_rl.envs.memtool import PRUNE_STEP, SEARCH_STEP, MemToolConfig, MemToolEnv
+from sculptor_rl.memtool import catalogue, sessions
 from sculptor_rl.memtool.catalogue import METRICS, NUM_COMPANIES
-from sculptor_rl.memtool.env import PRUNE_STEP, SEARCH_STEP
 from sculptor_rl.memtool.metrics import (peak_residuals, plot_loaded_tools, removal_ratio, session_reward,
                                          summarize, window_removal_ratios)
-from sculptor_rl.rewards import RewardConfig
 from sculptor_rl.tasks.io import load_tasks
 
 
@@ -67,7 +67,8 @@ def test_sessions_are_deterministic_and_ask_for_new_tools():
             used.append(set(names))
             tools = [catalogue()[n] for n in names]
             assert record["answer"][k] == [t.value(**c["arguments"]) for t, c in zip(tools, request["calls"])]
-        assert record["messages"][1]["content"] == sessions.request_message(0, 8, record["meta"]["requests"][0]["text"])
+        assert record["messages"] == [{"role": "user", "content": sessions.request_message(
+            0, 8, record["meta"]["requests"][0]["text"])}]  # no system message: the environment gives it
     assert reused > 0
 
 
@@ -104,8 +105,7 @@ def _session(*requests: list[tuple[str, dict]]) -> dict:
              for i, calls in enumerate(requests)]
     answer = [[cat[n].value(**a) for n, a in calls] for calls in requests]
     return {"id": "memtool-hand", "task": "memtool", "answer": answer,
-            "messages": [{"role": "system", "content": sessions.SYSTEM_PROMPT},
-                         {"role": "user", "content": sessions.request_message(0, len(metas), metas[0]["text"])}],
+            "messages": [{"role": "user", "content": sessions.request_message(0, len(metas), metas[0]["text"])}],
             "meta": {"requests": metas}}
 
 
@@ -189,7 +189,7 @@ def test_autonomous_session_moves_on_request_by_request():
     assert digest in shown[0]["content"]
     assert env.original() == shown
     assert env.on_answer(_answer(env, 2)) is False and env.phase == "done"
-    assert env.score() == pytest.approx(2 / 3)
+    assert env.score(None) == pytest.approx(2 / 3)
     assert [t["completed"] for t in env.info()["turns"]] == [True, False, True]
     assert [t["loaded"] for t in env.info()["turns"]] == [5, 5, 5]
 

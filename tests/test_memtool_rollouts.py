@@ -6,14 +6,15 @@ from __future__ import annotations
 import pytest
 
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
-from sculptor_rl.agent.toolcalls import format_tool_call
 from sculptor_rl.engines import Completion
-from sculptor_rl.engines.scripted import ScriptedEngine
 from sculptor_rl.envs import make_env_factory
-from sculptor_rl.memtool import MODES, catalogue, metrics
+from sculptor_rl.envs.memtool import MODES
+from sculptor_rl.envs.teachers import ScriptedTeacher
+from sculptor_rl.memtool import catalogue, metrics
 from sculptor_rl.rollout import RolloutConfig, rollout
 from sculptor_rl.samples import build_samples
 from sculptor_rl.tasks import generate
+from sculptor_rl.toolcalls import format_tool_call
 
 LOOP = LoopConfig(max_tool_calls=80, max_new_tokens=256)
 
@@ -36,8 +37,8 @@ def _replay(traj, env):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_teacher_completes_sessions_with_valid_samples(sessions, fmt, mode):
-    make_env = make_env_factory("memtool", 0, mode=mode)
-    trajs = run_rollouts(sessions, ScriptedEngine(), fmt, make_env, LOOP, progress=False)
+    make_env = make_env_factory("memtool", {"mode": mode})
+    trajs = run_rollouts(sessions, ScriptedTeacher(sessions), fmt, make_env, LOOP, progress=False)
     summary = metrics.summarize(trajs)[mode]
     assert summary["task_completion"] == 1.0 and summary["tool_correctness"] == 1.0
     assert summary["limit_breaches"] == summary["format_errors"] == 0 and summary["reward"] == 1.0
@@ -72,14 +73,14 @@ class Script:
     def generate(self, requests):
         out = []
         for r in requests:
-            k = self.k[r.task["id"]] = self.k.get(r.task["id"], -1) + 1
+            k = self.k[r.rollout_id] = self.k.get(r.rollout_id, -1) + 1
             out.append(Completion(text=self.script(k, r)))
         return out
 
 
 def test_answers_without_tools_go_through_the_session(sessions, fmt):
     (traj,) = run_rollouts(sessions[:1], Script(lambda k, r: "I cannot tell."), fmt,
-                           make_env_factory("memtool", 0), LOOP, progress=False)
+                           make_env_factory("memtool"), LOOP, progress=False)
     assert len(traj.steps) == 5 and [s.next_turn for s in traj.steps] == [True] * 4 + [False]
     assert traj.stop_reason == "answer" and traj.score == 0.0 and traj.reward == 0.0
     assert [t["calls"] for t in traj.info["turns"]] == [0] * 5
@@ -92,7 +93,7 @@ def test_limit_breach_and_format_errors_cost_the_reward(sessions, fmt):
         names = [companies[2 * k].name, companies[2 * k + 1].name]
         return format_tool_call("search_tools", {"keywords": names}) if k < 3 else "done"
 
-    make_env = make_env_factory("memtool", 0, limit=12)
+    make_env = make_env_factory("memtool", {"limit": 12})
     (traj,) = run_rollouts(sessions[:1], Script(greedy), fmt, make_env, LOOP, progress=False)
     assert traj.info["turns"][0]["breaches"] >= 1 and traj.format_errors == 0 and traj.reward == -1.0
     assert traj.info["turns"][0]["loaded"] == 10  # the breaching search loaded nothing
@@ -106,7 +107,7 @@ def test_tool_call_cap_stops_a_session(sessions, fmt):
     def forever(k, r):
         return format_tool_call("search_tools", {"keywords": ["revenue"]})
 
-    (traj,) = run_rollouts(sessions[:1], Script(forever), fmt, make_env_factory("memtool", 0),
+    (traj,) = run_rollouts(sessions[:1], Script(forever), fmt, make_env_factory("memtool"),
                            LoopConfig(max_tool_calls=6), progress=False)
     assert traj.stop_reason == "max_tool_calls" and traj.reward == -1.0 and traj.info["turns"][0]["loaded"] == 5
 
@@ -116,7 +117,7 @@ def test_vllm_rollouts_on_memtool(fmt, vllm_engine):
     """The embedded model in each mode: token ids and logprobs from the engine make valid samples."""
     short = generate("memtool", 1, seed=5, requests=2, calls_per_request=1)
     for mode in MODES:
-        cfg = RolloutConfig(env="memtool", env_params={"mode": mode}, num_generations=2,
+        cfg = RolloutConfig(environment="memtool", environment_params={"mode": mode}, num_generations=2,
                             loop=LoopConfig(max_tool_calls=6, max_new_tokens=48))
         trajs = rollout(short, cfg, fmt=fmt, engine=vllm_engine, progress=False)
         assert len(trajs) == 2

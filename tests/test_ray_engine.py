@@ -7,11 +7,10 @@ import sys
 
 import pytest
 from conftest import assert_prompts_show_the_workspace
-from test_vllm_rollouts import TeacherFirst, mean_gap, model_logps, perturbed_model, rescore
+from test_vllm_rollouts import TeacherFirst, acm_env, mean_gap, model_logps, perturbed_model, rescore
 
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
 from sculptor_rl.engines import Request, SamplingConfig, make_engine
-from sculptor_rl.rollout import acm_env
 from sculptor_rl.samples import build_samples
 from sculptor_rl.tasks import generate
 from sculptor_rl.trajectory import Trajectory
@@ -26,7 +25,7 @@ def ray_engine(model_path, fmt):
     # the one local cluster of this module; a worker takes 1 logical CPU: 2 here, 1 for the eval test's own
     ray.init(num_cpus=3, include_dashboard=False)
     engine = make_engine("ray", model_path, fmt, SamplingConfig(temperature=1.0, seed=0), max_model_len=4096,
-                         num_workers=2, gpu_memory_utilization=0.08)
+                         num_workers=2, enforce_eager=True)
     yield engine
     engine.close()
     ray.shutdown()
@@ -37,7 +36,7 @@ def rollouts(ray_engine, vllm_engine, fmt):
     """The same tasks on both engines; the teacher's fragment call first, so engine steps follow a modification."""
     tasks = generate("pi_llm", 2, seed=5, keys=2, updates=24)
     cfg = LoopConfig(max_new_tokens=48, max_tool_calls=4)
-    return tasks, {name: run_rollouts(tasks, TeacherFirst(engine), fmt, acm_env(1), cfg, num_generations=2,
+    return tasks, {name: run_rollouts(tasks, TeacherFirst(engine, tasks), fmt, acm_env(1), cfg, num_generations=2,
                                       progress=False)
                    for name, engine in (("ray", ray_engine), ("local", vllm_engine))}
 
@@ -73,7 +72,7 @@ def test_completions_come_back_in_request_order(ray_engine, vllm_engine, fmt):
     in-process engine's rescoring under its own prompt, and only under it."""
     asks = ["Count from one to ten.", "Name three colours.", "Write a haiku about the sea.", "List four prime numbers."]
     prompts = [fmt.head_ids([{"role": "user", "content": a}], None) for a in asks]
-    outs = ray_engine.generate([Request(p, [], {}, 24) for p in prompts])
+    outs = ray_engine.generate([Request(p, [], 24) for p in prompts])
     gaps = [[mean_gap(rescore(vllm_engine.llm, p, out.token_ids), out.logprobs) for p in prompts] for out in outs]
     print("mean |engine - rescoring|, completion (row) under each prompt (column):", gaps)
     for i, row in enumerate(gaps):  # bf16 kernels differ a little between the two engines' batches
@@ -119,9 +118,9 @@ def test_eval_starts_ray_workers_from_its_config(ray_engine, model_path, tmp_pat
     from sculptor_rl.trajectory import read_trajectories
 
     cfg = EvalConfig(models=[model_path], tasks=["babilong"], modes=["full"], num=2, engine="ray",
-                     engine_kwargs={"num_workers": 1, "gpu_memory_utilization": 0.08, "enforce_eager": True},
+                     engine_kwargs={"num_workers": 1, "enforce_eager": True},
                      max_model_len=2048, out=str(tmp_path), sizes={"babilong": [{"facts": 2, "context_tokens": 200}]},
-                     loop=LoopConfig(max_new_tokens=16))
+                     max_new_tokens=16)
     results = evaluate(cfg)
     assert results["runs"][0]["tasks"]["babilong"]["generated_tokens"] > 0
     trajs = list(read_trajectories(tmp_path / "runs" / "smollm2-135m-instruct" / "full" / "trajectories.jsonl"))

@@ -1,7 +1,7 @@
-"""The GSPO/GRPO losses: against a direct implementation of the formulas, against TRL's own `GRPOTrainer` loss
-(one sample per rollout), and over micro-batches of unequal size (the step's normalization)."""
-
-import math
+"""The GSPO/GRPO losses: against a direct implementation of the formulas (every importance-sampling level and
+loss weighting, rollouts cut into 1-4 samples, gradients too), against the paper's eq. 1-2 over whole rollouts,
+against TRL's own `GRPOTrainer` loss (one sample per rollout), and over micro-batches of unequal size (the step's
+normalization)."""
 
 import pytest
 import torch
@@ -14,24 +14,33 @@ from sculptor_rl.train.rl import SculptorGRPOConfig, SculptorGRPOTrainer, collat
 EPS_LOW, EPS_HIGH = 0.02, 0.03  # small enough that the fixed ratios below get clipped both ways
 
 
-def reference(logps, old, adv, mask, level, loss_type, beta=0.0, ref=None):
-    """The formulas of sculptor_rl.train.loss, one sample and one token at a time."""
-    per_sample, token_sum, n_tokens = [], 0.0, 0
-    for i in range(len(adv)):
-        tokens = [t for t in range(len(mask[i])) if mask[i][t]]
-        seq = math.exp(sum(logps[i][t] - old[i][t] for t in tokens) / len(tokens))
-        losses = []
-        for t in tokens:
-            r = seq if level == "sequence" else math.exp(logps[i][t] - old[i][t])
-            c = min(max(r, 1 - EPS_LOW), 1 + EPS_HIGH)
-            loss = -min(r * adv[i], c * adv[i])
+def reference(logps, old, adv, mask, level, loss_type, beta=0.0, ref=None, rollouts=None, weighting="per-sample"):
+    """The formulas of sculptor_rl.train.loss, one sample and one token at a time, on torch scalars (so autograd
+    gives the formulas' gradients too). `rollouts[i]`: the rollout sample i was cut from (default: its own)."""
+    rows = range(len(adv))
+    rollouts = list(rows) if rollouts is None else rollouts
+    tokens = {i: [t for t in range(mask.shape[1]) if mask[i, t]] for i in rows}
+    losses = {}
+    for i in rows:
+        units = [j for j in rows if rollouts[j] == rollouts[i]] if level == "rollout" else [i]
+        pairs = [(j, t) for j in units for t in tokens[j]]
+        seq = torch.exp(sum(logps[j, t] - old[j, t] for j, t in pairs) / len(pairs))
+        for t in tokens[i]:
+            r = torch.exp(logps[i, t] - old[i, t]) if level == "token" else seq
+            c = torch.clamp(r, 1 - EPS_LOW, 1 + EPS_HIGH)
+            loss = -torch.min(r * adv[i], c * adv[i])
             if beta:
-                d = ref[i][t] - logps[i][t]
-                loss += beta * (math.exp(d) - d - 1) * r
-            losses.append(loss)
-        per_sample.append(sum(losses) / len(losses))
-        token_sum, n_tokens = token_sum + sum(losses), n_tokens + len(losses)
-    return sum(per_sample) / len(per_sample) if loss_type == "grpo" else token_sum / n_tokens
+                d = ref[i, t] - logps[i, t]
+                loss = loss + beta * (torch.exp(d) - d - 1) * r
+            losses[i, t] = loss
+    if loss_type == "dapo":
+        return sum(losses.values()) / len(losses)
+    if weighting == "per-sample":
+        groups = [[i] for i in rows]
+    else:
+        groups = [[j for j in rows if rollouts[j] == r] for r in dict.fromkeys(rollouts)]
+    return sum(sum(losses[j, t] for j in g for t in tokens[j]) / sum(len(tokens[j]) for j in g)
+               for g in groups) / len(groups)
 
 
 def fixed_batch(seed=0, rows=4, width=7):
@@ -54,10 +63,96 @@ def test_policy_loss_is_the_formula(level, loss_type, beta):
     logps, old, ref, adv, mask = fixed_batch()
     loss, stats = policy_loss(logps, old, adv, mask, level=level, loss_type=loss_type, epsilon_low=EPS_LOW,
                               epsilon_high=EPS_HIGH, beta=beta, ref_logps=ref)
-    expected = reference(logps.tolist(), old.tolist(), adv.tolist(), mask.tolist(), level, loss_type, beta,
-                         ref.tolist())
-    assert loss.item() == pytest.approx(expected, rel=1e-12)
+    expected = reference(logps, old, adv, mask, level, loss_type, beta, ref)
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-12)
     assert 0 < stats["clip_ratio/low_mean"] + stats["clip_ratio/high_mean"]  # the clip range is exercised
+
+
+def rollout_batch(seed=0, sizes=(1, 3, 4, 2, 1), width=9):
+    """Rollouts cut into 1-4 samples each (fp64, random), their samples shuffled (a rollout's samples need not be
+    adjacent). Each rollout's old logprobs are shifted as a whole, so its ratio lands inside or outside the clip
+    range at each level."""
+    g = torch.Generator().manual_seed(seed)
+    rollouts = [r for r, n in enumerate(sizes) for _ in range(n)]
+    order = torch.randperm(len(rollouts), generator=g).tolist()
+    rollouts = [rollouts[k] for k in order]
+    rows = len(rollouts)
+    logps = -torch.rand(rows, width, generator=g, dtype=torch.float64) * 3
+    shift = torch.tensor([-0.05, 0.04, 0.0, 0.01, -0.02], dtype=torch.float64)[rollouts].unsqueeze(-1)
+    old = logps + shift + (torch.rand(rows, width, generator=g, dtype=torch.float64) - 0.5) * 0.1
+    ref = logps + (torch.rand(rows, width, generator=g, dtype=torch.float64) - 0.5) * 0.4
+    mask = torch.zeros(rows, width, dtype=torch.float64)
+    for i in range(rows):  # a run of trained tokens, with an untrained tool result inside some
+        a = int(torch.randint(0, 4, (1,), generator=g))
+        b = int(torch.randint(a + 1, width + 1, (1,), generator=g))
+        mask[i, a:b] = 1
+        if b - a > 3:
+            mask[i, a + 1] = 0
+    adv = torch.tensor([1.3, -0.7, 0.4, -1.1, 0.9], dtype=torch.float64)[rollouts]
+    return logps, old, ref, adv, mask, torch.tensor(rollouts)
+
+
+@pytest.mark.parametrize("level", ["rollout", "sequence", "token"])
+@pytest.mark.parametrize("loss_type,weighting", [("grpo", "per-sample"), ("grpo", "per-rollout"),
+                                                 ("dapo", "per-sample")])
+@pytest.mark.parametrize("beta", [0.0, 0.05])
+def test_rollout_options_are_the_formula_with_gradients(level, loss_type, weighting, beta):
+    logps, old, ref, adv, mask, rollouts = rollout_batch()
+    logps.requires_grad_(True)
+    loss, stats = policy_loss(logps, old, adv, mask, level=level, loss_type=loss_type, epsilon_low=EPS_LOW,
+                              epsilon_high=EPS_HIGH, beta=beta, ref_logps=ref, rollout_ids=rollouts * 7,
+                              loss_weighting=weighting)
+    expected = reference(logps, old, adv, mask, level, loss_type, beta, ref, rollouts.tolist(), weighting)
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-12)
+    (grad,) = torch.autograd.grad(loss, logps)
+    (grad_expected,) = torch.autograd.grad(expected, logps)
+    assert torch.allclose(grad, grad_expected, rtol=1e-10, atol=1e-14)
+    assert grad.abs().sum() > 0
+    assert 0 < stats["clip_ratio/low_mean"] + stats["clip_ratio/high_mean"] < 1  # some clipped, some not
+
+
+def test_rollout_level_with_per_rollout_weight_is_the_papers_eq_1_2():
+    """Concatenate each rollout's trained tokens over its samples into one trajectory τ_i: then
+    s_i = (π(τ_i)/π_old(τ_i))^(1/|τ_i|) (eq. 2) and the loss is -(1/G) Σ_i min(s_i A_i, clip(s_i) A_i) (eq. 1)."""
+    logps, old, _, adv, mask, rollouts = rollout_batch(seed=3)
+    terms = []
+    for r in rollouts.unique().tolist():
+        rows = (rollouts == r).nonzero().flatten()
+        sel = mask[rows].bool()
+        tau_new, tau_old = logps[rows][sel], old[rows][sel]  # log π of τ_i's tokens, sample after sample
+        s = torch.exp((tau_new.sum() - tau_old.sum()) / len(tau_new))
+        a = adv[rows[0]]
+        terms.append(torch.min(s * a, torch.clamp(s, 1 - EPS_LOW, 1 + EPS_HIGH) * a))
+    eq1 = -sum(terms) / len(terms)
+    loss, _ = policy_loss(logps, old, adv, mask, level="rollout", loss_type="grpo", epsilon_low=EPS_LOW,
+                          epsilon_high=EPS_HIGH, rollout_ids=rollouts, loss_weighting="per-rollout")
+    assert loss.item() == pytest.approx(eq1.item(), rel=1e-12)
+    # the per-sample options differ on this batch: they are not eq. 1-2 over the trajectory
+    for level, weighting in [("sequence", "per-rollout"), ("rollout", "per-sample")]:
+        other, _ = policy_loss(logps, old, adv, mask, level=level, loss_type="grpo", epsilon_low=EPS_LOW,
+                               epsilon_high=EPS_HIGH, rollout_ids=rollouts, loss_weighting=weighting)
+        assert other.item() != pytest.approx(eq1.item(), rel=1e-6)
+
+
+def test_one_sample_per_rollout_makes_the_options_coincide():
+    logps, old, ref, adv, mask = fixed_batch()
+    kw = dict(loss_type="grpo", epsilon_low=EPS_LOW, epsilon_high=EPS_HIGH, beta=0.05, ref_logps=ref)
+    base, _ = policy_loss(logps, old, adv, mask, level="sequence", **kw)
+    for ids in (None, torch.tensor([4, 2, 9, 0])):
+        same, _ = policy_loss(logps, old, adv, mask, level="rollout", rollout_ids=ids, loss_weighting="per-rollout",
+                              **kw)
+        assert same.item() == pytest.approx(base.item(), rel=1e-12)
+
+
+def test_bad_options_are_refused():
+    logps, old, _, adv, mask = fixed_batch()
+    kw = dict(epsilon_low=EPS_LOW, epsilon_high=EPS_HIGH)
+    with pytest.raises(ValueError, match="per-rollout' takes loss_type 'grpo'"):
+        policy_loss(logps, old, adv, mask, level="rollout", loss_type="dapo", loss_weighting="per-rollout", **kw)
+    with pytest.raises(ValueError, match="loss_weighting must be one of"):
+        policy_loss(logps, old, adv, mask, level="rollout", loss_type="grpo", loss_weighting="per-task", **kw)
+    with pytest.raises(ValueError, match="importance_sampling_level must be one of"):
+        policy_loss(logps, old, adv, mask, level="trajectory", loss_type="grpo", **kw)
 
 
 def test_lm_loss_is_nll_of_positive_advantage_tokens():
@@ -85,6 +180,25 @@ def test_micro_batches_with_step_counts_sum_to_the_whole_step(level, loss_type):
     assert own.item() != pytest.approx(whole.item(), rel=1e-6)
 
 
+@pytest.mark.parametrize("level,weighting", [("rollout", "per-rollout"), ("rollout", "per-sample"),
+                                             ("sequence", "per-rollout")])
+def test_whole_rollouts_per_micro_batch_with_step_counts_sum_to_the_whole_step(level, weighting):
+    """Micro-batches holding whole rollouts (as the trainer splits them), normalized by the step's counts of
+    samples and rollouts, add up to the step's loss and gradients."""
+    logps, old, _, adv, mask, rollouts = rollout_batch()
+    logps.requires_grad_(True)
+    kw = dict(level=level, loss_type="grpo", loss_weighting=weighting, epsilon_low=EPS_LOW, epsilon_high=EPS_HIGH)
+    whole, _ = policy_loss(logps, old, adv, mask, rollout_ids=rollouts, **kw)
+    (grad_whole,) = torch.autograd.grad(whole, logps)
+    counts = dict(num_samples=len(rollouts), num_rollouts=len(rollouts.unique()))
+    parts = [(rollouts <= 1).nonzero().flatten(), (rollouts > 1).nonzero().flatten()]  # rollouts {0, 1}, {2, 3, 4}
+    total = sum(policy_loss(logps[p], old[p], adv[p], mask[p], rollout_ids=rollouts[p], **kw, **counts)[0]
+                for p in parts)
+    (grad_parts,) = torch.autograd.grad(total, logps)
+    assert total.item() == pytest.approx(whole.item(), rel=1e-12)
+    assert torch.allclose(grad_parts, grad_whole, rtol=1e-10, atol=1e-14)
+
+
 def test_group_advantages_match_trl_scaling():
     rewards = torch.tensor([1.0, 0.0, -1.0, 0.0, 1.0, 1.0, 1.0, 1.0])
     adv = group_advantages(rewards, 4, "group")
@@ -109,16 +223,19 @@ def tiny_model_dir(vocab: int, path) -> str:
     return str(path)
 
 
-def one_sample_per_rollout(vocab: int):
-    """Samples as Algorithm 1 makes them: prompt, then trained completions with an untrained tool result between."""
+def cut_rollouts(vocab: int, sizes=(1, 1, 1, 1)):
+    """Samples as Algorithm 1 makes them (prompt, then trained completions with an untrained tool result between),
+    `sizes[k]` of them cut from rollout k."""
     g = torch.Generator().manual_seed(1)
     shapes = [(5, [4]), (9, [3, -2, 2]), (3, [6]), (7, [2, -3, 5])]  # prompt length, then +trained / -untrained runs
     samples = []
-    for i, (prompt, runs) in enumerate(shapes):
-        n = prompt + sum(abs(r) for r in runs)
-        ids = torch.randint(3, vocab, (n,), generator=g).tolist()
-        mask = [0] * prompt + [m for r in runs for m in [int(r > 0)] * abs(r)]
-        samples.append(Sample(f"r{i}", ids, mask, [0], None))
+    for k, size in enumerate(sizes):
+        for j in range(size):
+            prompt, runs = shapes[(k + j) % len(shapes)]
+            n = prompt + sum(abs(r) for r in runs)
+            ids = torch.randint(3, vocab, (n,), generator=g).tolist()
+            mask = [0] * prompt + [m for r in runs for m in [int(r > 0)] * abs(r)]
+            samples.append(Sample(f"r{k}", ids, mask, [j], None))
     return samples
 
 
@@ -178,10 +295,11 @@ def test_equals_trl_grpo_trainer_loss(level, loss_type, beta, fmt, tmp_path):
         t.current_gradient_accumulation_steps = 1
         t.model.train()
 
-    samples = one_sample_per_rollout(vocab)
+    samples = cut_rollouts(vocab)
     advantages = [1.2, 0.6, 0.3, -0.2]  # not summing to ~0, so the loss is not a cancellation
     batch = collate(samples, advantages, fmt.tokenizer.pad_token_id)
-    batch.update(num_samples=4.0, num_tokens=float((batch["labels"] != -100).sum()), num_lm_tokens=0.0)
+    batch.update(num_samples=4.0, num_rollouts=4.0, num_tokens=float((batch["labels"] != -100).sum()),
+                 num_lm_tokens=0.0)
     with torch.no_grad():
         current, mask, _ = ours._logps(ours.model, batch)
         ref_current = ours._logps(ours.ref_model, batch)[0] if beta else None
@@ -212,10 +330,13 @@ def test_equals_trl_grpo_trainer_loss(level, loss_type, beta, fmt, tmp_path):
     assert any(m for m in ("clip_ratio/low_mean", "clip_ratio/high_mean") if ours._metrics["train"][m][-1] > 0)
 
 
-@pytest.mark.parametrize("level,loss_type", [("sequence", "grpo"), ("token", "dapo")])
-def test_trainer_micro_batches_add_up_to_one_batch(level, loss_type, fmt, tmp_path):
-    """The trainer's split of a round into unequal micro-batches (and an untrained filler when there are more
-    micro-steps than samples) gives the loss and gradients of the whole round in one batch."""
+@pytest.mark.parametrize("level,loss_type,weighting", [
+    ("sequence", "grpo", "per-sample"), ("token", "dapo", "per-sample"), ("rollout", "grpo", "per-rollout"),
+    ("rollout", "grpo", "per-sample"), ("sequence", "grpo", "per-rollout")])
+def test_trainer_micro_batches_add_up_to_one_batch(level, loss_type, weighting, fmt, tmp_path):
+    """The trainer's split of a round into unequal micro-batches of whole rollouts (rollouts of 1-3 samples; an
+    untrained filler when there are more micro-steps than rollouts) gives the loss and gradients of the whole
+    round in one batch."""
     from transformers import AutoModelForCausalLM
 
     path = tiny_model_dir(len(fmt.tokenizer), tmp_path / "tiny")
@@ -224,7 +345,8 @@ def test_trainer_micro_batches_add_up_to_one_batch(level, loss_type, fmt, tmp_pa
     def trainer(ga, per_device):
         cfg = SculptorGRPOConfig(output_dir=str(tmp_path), tasks="unused.jsonl", engine="hf", num_generations=2,
                                  per_device_train_batch_size=per_device, gradient_accumulation_steps=ga, bf16=False,
-                                 report_to="none", importance_sampling_level=level, loss_type=loss_type, lm_coef=0.1)
+                                 report_to="none", importance_sampling_level=level, loss_type=loss_type,
+                                 loss_weighting=weighting, lm_coef=0.1)
         t = SculptorGRPOTrainer(AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32), cfg, [task],
                                 fmt.tokenizer, fmt)
         t.current_gradient_accumulation_steps = ga
@@ -233,16 +355,46 @@ def test_trainer_micro_batches_add_up_to_one_batch(level, loss_type, fmt, tmp_pa
     def round_loss(t, samples, advantages):
         batches = t._micro_batches(samples, advantages)
         assert len(batches) == t.args.gradient_accumulation_steps
+        # whole rollouts: counted once per micro-batch, they add up to the round's rollouts
+        trained = [b["rollout_ids"][(b["labels"] != -100).any(-1)] for b in batches]
+        assert sum(len(r.unique()) for r in trained) == len({s.rollout_id for s in samples})
         total = sum(t._compute_loss(t.model, b) for b in batches)
         total.backward()
         return total.item(), [p.grad.clone() for p in t.model.parameters()]
 
-    samples, advantages = one_sample_per_rollout(len(fmt.tokenizer)), [1.2, 0.6, 0.3, -0.2]
+    sizes, rollout_adv = (2, 1, 3, 1), [1.2, 0.6, 0.3, -0.2]
+    samples = cut_rollouts(len(fmt.tokenizer), sizes)
+    advantages = [a for a, n in zip(rollout_adv, sizes) for _ in range(n)]
     whole, grads = round_loss(trainer(1, 4), samples, advantages)
-    split, split_grads = round_loss(trainer(3, 2), samples, advantages)  # 3 micro-batches of 1-2 samples
+    split, split_grads = round_loss(trainer(3, 2), samples, advantages)  # 3 micro-batches of 1-2 rollouts
     assert split == pytest.approx(whole, rel=1e-5)
     assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(grads, split_grads))
-    few, few_grads = round_loss(trainer(3, 2), samples[:2], advantages[:2])  # 2 samples, 3 micro-steps
-    alone, alone_grads = round_loss(trainer(1, 4), samples[:2], advantages[:2])
+    few, few_grads = round_loss(trainer(3, 2), samples[:3], advantages[:3])  # 2 rollouts, 3 micro-steps
+    alone, alone_grads = round_loss(trainer(1, 4), samples[:3], advantages[:3])
     assert few == pytest.approx(alone, rel=1e-5)
     assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(alone_grads, few_grads))
+
+
+@pytest.mark.parametrize("kw,message", [
+    (dict(importance_sampling_level="trajectory"), "importance_sampling_level must be one of"),
+    (dict(loss_weighting="per-task"), "loss_weighting must be one of"),
+    (dict(loss_weighting="per-rollout", loss_type="dapo"), "'per-rollout' takes loss_type 'grpo'"),
+])
+def test_config_checks_the_loss_options(kw, message):
+    from sculptor_rl.train.rl_config import check_config
+
+    cfg = SculptorGRPOConfig(output_dir="/tmp/unused", tasks="t.jsonl", use_cpu=True, report_to="none",
+                             per_device_train_batch_size=8, **kw)
+    with pytest.raises(ValueError, match=message):
+        check_config(cfg)
+
+
+def test_plan_shows_the_loss_options():
+    from sculptor_rl.train.rl_config import check_config, plan
+
+    cfg = SculptorGRPOConfig(output_dir="/tmp/unused", tasks="t.jsonl", use_cpu=True, report_to="none",
+                             per_device_train_batch_size=8, importance_sampling_level="rollout",
+                             loss_weighting="per-rollout")
+    check_config(cfg)
+    objective = next(line for line in plan(cfg).splitlines() if line.startswith("objective"))
+    assert "over a rollout's samples, paper eq. 2" in objective and "loss_type grpo, per-rollout" in objective

@@ -1,5 +1,6 @@
-"""The RL trainer on the memtool environment: the config (YAML `env: memtool`, env_params checks) and two real
-GSPO steps on the `hf` engine (slow). The measured run with vLLM from the SFT checkpoint is in the issue note."""
+"""The RL trainer on the memtool environment: the config (YAML `environment: memtool`, its parameters' checks) and
+two real GSPO steps on the `hf` engine (slow). The measured run with vLLM from the SFT checkpoint is in the issue
+note."""
 
 import json
 import zlib
@@ -9,48 +10,58 @@ import pytest
 import yaml
 from conftest import digest
 
-from sculptor_rl.envs import env_flag_from_config
-from sculptor_rl.train.rl import SculptorGRPOConfig, build_trainer, check_config, loop_reward, main
+from sculptor_rl.envs import RewardConfig, register_env
+from sculptor_rl.envs.memtool import MemToolEnv
+from sculptor_rl.train.rl import SculptorGRPOConfig, build_trainer, check_config, main
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_yaml_env_names_the_environment(tmp_path, capsys):
+def test_yaml_environment_names_the_environment(tmp_path, capsys):
     cfg = yaml.safe_load((ROOT / "configs/rl/memtool_cpu.yaml").read_text())
-    assert cfg["env"] == "memtool" and cfg["env_params"]["mode"] == "autonomous"
+    assert cfg["environment"] == "memtool" and cfg["environment_params"]["mode"] == "autonomous"
     path = tmp_path / "rl.yaml"
     path.write_text(yaml.safe_dump({**cfg, "tasks": "t.jsonl"}))
-    args, copy = env_flag_from_config(["--config", str(path), "--max_steps", "2"])
-    assert args[:2] == ["--env", "memtool"] and args[-2:] == ["--max_steps", "2"] and "env" not in yaml.safe_load(
-        Path(copy).read_text())
-    Path(copy).unlink()
-    assert env_flag_from_config(["--max_steps", "2"]) == (["--max_steps", "2"], None)
     main(["validate", "--config", str(path)])
     out = capsys.readouterr().out
-    assert "env memtool" in out and "config OK" in out
+    assert "environment memtool" in out and "config OK" in out
     # flags still override the file: the acm env takes none of the file's memtool parameters
-    with pytest.raises(SystemExit, match="the acm environment takes no parameters"):
-        main(["validate", "--config", str(path), "--env", "acm"])
+    with pytest.raises(SystemExit, match="of the acm environment .it takes no parameters"):
+        main(["validate", "--config", str(path), "--environment", "acm"])
     with pytest.raises(SystemExit, match="unknown memtool mode 'manual'"):
-        main(["validate", "--config", str(path), "--env_params", '{"mode": "manual"}'])
+        main(["validate", "--config", str(path), "--environment_params", '{"mode": "manual"}'])
+    # TrlParser's own `env:` (environment variables) is not our environment's name: a clear error, no rewrite
+    path.write_text(yaml.safe_dump({"env": "memtool", "tasks": "t.jsonl"}))
+    with pytest.raises(SystemExit, match=f"{path}: unknown key 'env' for SculptorGRPOConfig"):
+        main(["validate", "--config", str(path)])
 
 
 @pytest.mark.parametrize("params,message", [
     ({"mode": "manual"}, "unknown memtool mode"),
-    ({"limits": 3}, "unknown memtool parameter 'limits'"),
+    ({"limits": 3}, "unknown parameter 'limits' of the memtool environment"),
     ({"loaded_tools_penalty": -1}, "loaded_tools_penalty must be a number >= 0"),
 ])
-def test_check_config_rejects_bad_env_params(params, message):
+def test_check_config_rejects_bad_environment_params(params, message):
     cfg = SculptorGRPOConfig(output_dir="/tmp/unused", tasks="t.jsonl", use_cpu=True, report_to="none",
-                             per_device_train_batch_size=8, env="memtool", env_params=params)
+                             per_device_train_batch_size=8, environment="memtool", environment_params=params)
     with pytest.raises(ValueError, match=message):
         check_config(cfg)
 
 
-def coin(trajectories, **kwargs) -> list[float]:
-    """A reward that surely varies within a group (a checksum of the first completion's text): the untrained
-    embedded model earns the loop's memtool reward (task completion) ~never, so this makes the gradient nonzero."""
-    return [float(zlib.crc32(t.steps[0].text.encode()) % 2) for t in trajectories]
+def coin(traj) -> float:
+    """A reward term that surely varies within a group (a checksum of the first completion's text): the untrained
+    embedded model earns the memtool reward (task completion) ~never, so this makes the gradient nonzero."""
+    return float(zlib.crc32(traj.steps[0].text.encode()) % 2)
+
+
+@register_env
+class CoinMemToolEnv(MemToolEnv):
+    """MemTool whose reward adds the coin: another reward is an environment's `reward` hook."""
+
+    name = "memtool-coin"
+
+    def reward(self, traj) -> float:
+        return super().reward(traj) + coin(traj)
 
 
 @pytest.mark.slow
@@ -61,13 +72,14 @@ def test_two_rl_steps_on_memtool_sessions(model_path, tmp_path):
 
     write_jsonl(generate("memtool", 4, seed=3, requests=2, calls_per_request=1), tmp_path / "tasks.jsonl")
     cfg = SculptorGRPOConfig(
-        model=model_path, tasks=str(tmp_path / "tasks.jsonl"), output_dir=str(tmp_path / "rl"), env="memtool",
-        env_params={"mode": "autonomous", "loaded_tools_penalty": 0.01}, engine="hf", max_steps=2,
-        num_generations=4, per_device_train_batch_size=1, gradient_accumulation_steps=4, max_completion_length=24,
+        model=model_path, tasks=str(tmp_path / "tasks.jsonl"), output_dir=str(tmp_path / "rl"),
+        environment="memtool-coin", environment_params={"mode": "autonomous", "loaded_tools_penalty": 0.01},
+        engine="hf", max_steps=2, num_generations=4, per_device_train_batch_size=1, gradient_accumulation_steps=4,
+        max_new_tokens=24,
         max_tool_calls=4, max_context_tokens=2048, learning_rate=1e-4, lr_scheduler_type="constant", bf16=False,
         report_to="none", save_strategy="no", use_cpu=True, save_rollouts=True, seed=1)
     assert check_config(cfg) == []
-    trainer = build_trainer(cfg, reward_funcs=[loop_reward, coin])
+    trainer = build_trainer(cfg)
     before = digest(trainer.model)
     trainer.train()
     logs = [e for e in trainer.state.log_history if "reward" in e]
@@ -81,10 +93,10 @@ def test_two_rl_steps_on_memtool_sessions(model_path, tmp_path):
     for step in (1, 2):
         trajs = list(read_trajectories(tmp_path / "rl" / "rollouts" / f"step-{step:06d}.rank0.jsonl"))
         assert len(trajs) == 4 and len({t.task_id for t in trajs}) == 1
-        for t in trajs:  # memtool sessions, rewarded by the env's reward plus the coin
+        for t in trajs:  # memtool sessions, rewarded once, by the env: the memtool reward plus the coin
             assert t.info["env"] == "memtool" and t.info["mode"] == "autonomous" and t.info["turns"]
-            env_reward = metrics.session_reward(t, cfg.reward_config(), loaded_tools_penalty=0.01)
-            assert t.reward == pytest.approx(env_reward + coin([t])[0])
+            env_reward = metrics.session_reward(t, RewardConfig.of(cfg), loaded_tools_penalty=0.01)
+            assert t.reward == pytest.approx(env_reward + coin(t))
         summary = metrics.summarize(trajs)["autonomous"]
         assert summary["sessions"] == 4 and 0.0 <= summary["task_completion"] <= 1.0
     json.dumps(logs)  # the logged metrics are plain numbers

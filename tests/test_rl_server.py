@@ -18,7 +18,7 @@ import requests
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
 from sculptor_rl.engines import SamplingConfig
 from sculptor_rl.engines.trl_server import TRLServerEngine
-from sculptor_rl.rollout import acm_env
+from sculptor_rl.envs import make_env_factory
 from sculptor_rl.samples import build_samples
 from sculptor_rl.tasks import generate
 
@@ -37,7 +37,8 @@ def server(model_path, tmp_path_factory):
     log_path = tmp_path_factory.mktemp("server") / "server.log"
     proc = subprocess.Popen(
         [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path, "--host", "127.0.0.1",
-         "--port", str(port), "--dtype", "bfloat16", "--gpu-memory-utilization", "0.1", "--max-model-len", "4096",
+         "--port", str(port), "--dtype", "bfloat16", "--kv-cache-memory-bytes", str(256 << 20),
+         "--max-model-len", "4096", "--enforce-eager",
          "--logprobs-mode", "processed_logprobs"],
         stdout=log_path.open("w"), stderr=subprocess.STDOUT,
         env={**os.environ, "VLLM_SERVER_DEV_MODE": "1", "TOKENIZERS_PARALLELISM": "false"})
@@ -63,7 +64,7 @@ def test_agent_loop_on_trl_vllm_serve(server, fmt):
     client, _ = server
     engine = TRLServerEngine(client, fmt.tokenizer, fmt.stop_ids, SamplingConfig(temperature=1.0))
     tasks = generate("pi_llm", 2, seed=3, keys=1, updates=2)
-    trajs = run_rollouts(tasks, engine, fmt, acm_env(0), LoopConfig(max_new_tokens=24, max_tool_calls=2),
+    trajs = run_rollouts(tasks, engine, fmt, make_env_factory("acm"), LoopConfig(max_new_tokens=24, max_tool_calls=2),
                          num_generations=2, progress=False)
     assert len(trajs) == 4
     for t in trajs:

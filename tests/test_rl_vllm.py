@@ -5,18 +5,24 @@ import pytest
 import torch
 from test_vllm_rollouts import rescore
 
+from sculptor_rl.envs import AcmEnv, register_env
 from sculptor_rl.samples import Sample
 from sculptor_rl.tasks import generate, render_answer
 from sculptor_rl.tasks import write_jsonl
 from sculptor_rl.train.rl import SculptorGRPOConfig, build_trainer, collate
 
 
-def mentions_key(completions, tasks, **kwargs) -> list[float]:
-    """Naming the asked key, plus a little per character: sampled completions almost never tie, so groups
-    disagree and two steps surely carry a gradient (the loop's own reward is ~always 0 for the untrained
-    embedded model, and naming the key alone can tie a whole group)."""
-    return [float(any(key in text for key in task["answer"])) + len(text) / 1000
-            for text, task in zip(completions, tasks)]
+@register_env
+class MentionsKeyEnv(AcmEnv):
+    """ACM whose reward is naming the asked key, plus a little per character: sampled completions almost never
+    tie, so groups disagree and two steps surely carry a gradient (eq. 4 is ~always 0 for the untrained embedded
+    model, and naming the key alone can tie a whole group)."""
+
+    name = "acm-mentions-key"
+
+    def reward(self, traj) -> float:
+        text = traj.answer or ""
+        return float(any(key in text for key in self.task["answer"])) + len(text) / 1000
 
 
 def engine_logps(engine, ids: list[int], start: int) -> torch.Tensor:
@@ -37,11 +43,12 @@ def test_two_steps_move_the_trainer_and_the_engine(vllm_engine, model_path, fmt,
     write_jsonl(tasks, tmp_path / "tasks.jsonl")
     cfg = SculptorGRPOConfig(
         model=model_path, tasks=str(tmp_path / "tasks.jsonl"), output_dir=str(tmp_path / "rl"), max_steps=2,
-        num_generations=4, per_device_train_batch_size=2, gradient_accumulation_steps=4, max_completion_length=24,
+        environment="acm-mentions-key", num_generations=4, per_device_train_batch_size=2,
+        gradient_accumulation_steps=4, max_new_tokens=24,
         max_tool_calls=2, max_context_tokens=4096, learning_rate=2e-4, lr_scheduler_type="constant", bf16=False,
         report_to="none", save_strategy="no", use_cpu=True, save_rollouts=True, seed=1)
-    trainer = build_trainer(cfg, engine=vllm_engine, reward_funcs=[mentions_key])
-    probe = fmt.head_ids(tasks[0]["messages"], None)
+    trainer = build_trainer(cfg, engine=vllm_engine)
+    probe = fmt.head_ids(AcmEnv(tasks[0]).render(), None)
     start = len(probe)
     probe += fmt.completion_ids(render_answer(tasks[0]))
     before_trainer, before_engine = trainer_logps(trainer, probe, start), engine_logps(vllm_engine, probe, start)

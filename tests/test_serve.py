@@ -21,13 +21,13 @@ import pytest
 from openai import OpenAI
 
 from sculptor_rl.acm import TOOL_SCHEMAS
-from sculptor_rl.agent.toolcalls import format_tool_call
+from sculptor_rl.toolcalls import format_tool_call
 from sculptor_rl.engines import Completion
 from sculptor_rl.engines.base import Request
-from sculptor_rl.envs import parse_config
+from sculptor_rl.config import parse_command
 from sculptor_rl.serve import MicroBatcher, ServeConfig, Server, bind, build_app
 from sculptor_rl.serve.batcher import Cancelled
-from sculptor_rl.tasks.common import SYSTEM_PROMPT
+from sculptor_rl.envs import ACM_SYSTEM_PROMPT as SYSTEM_PROMPT
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "serve"
 KEY = "test-key"
@@ -123,12 +123,15 @@ def test_agent_answer_comes_from_its_own_workspace_with_trace(client, fmt):
     assert "sculptor_trace" not in ask(client, "Zanzibar").model_extra  # only on request
 
 
-def test_client_system_prompt_replaces_the_default(client):
+def test_client_system_prompt_follows_the_environments(client, fmt):
+    """The model always sees the system prompt it was trained with; a client's own system message follows it."""
     resp = client.chat.completions.create(model=MODEL, messages=[
         {"role": "system", "content": "Be brief."}, {"role": "user", "content": document("Kiwi")}],
         extra_body={"sculptor": {"return_trace": True}})
     assert resp.choices[0].message.content == "The code word is Kiwi."
-    assert resp.usage.prompt_tokens < ask(client, "Kiwi").usage.prompt_tokens  # shorter system prompt
+    head = fmt.head_ids([{"role": "system", "content": f"{SYSTEM_PROMPT}\n\nBe brief."},
+                         {"role": "user", "content": document("Kiwi")}], TOOL_SCHEMAS)
+    assert resp.sculptor_trace["steps"][0]["prompt_tokens"] == len(head)
 
 
 def test_streamed_answer_in_openai_chunks(client):
@@ -298,7 +301,7 @@ def test_batcher_isolates_errors_and_cancellations():
             return [Completion(text=str(r.prompt_ids)) for r in requests]
 
     def req(ids):
-        return Request(prompt_ids=ids, messages=[], task={}, max_new_tokens=1)
+        return Request(prompt_ids=ids, messages=[], max_new_tokens=1)
 
     batcher = MicroBatcher(Flaky())
     with pytest.raises(RuntimeError, match="fell over"):
@@ -313,7 +316,7 @@ def test_batcher_isolates_errors_and_cancellations():
         batcher.caller().generate([req([4])])
 
 
-def test_serve_config_yaml_and_busy_port():
+def test_serve_config_yaml_and_busy_port(capsys):
     from trl import TrlParser
 
     from sculptor_rl.cli import main
@@ -322,13 +325,14 @@ def test_serve_config_yaml_and_busy_port():
         (cfg,) = TrlParser((ServeConfig,)).parse_args_and_config(["--config", str(CONFIGS / f"{name}.yaml"),
                                                                   "--port", "9001"])
         assert cfg.host == "127.0.0.1" and cfg.port == 9001 and cfg.api_key is None
-    cfg = parse_config(ServeConfig, ["--config", str(CONFIGS / "memtool_cpu.yaml"), "--port", "9001"])
-    assert cfg.env == "memtool" and cfg.env_params["mode"] == "autonomous" and cfg.port == 9001
+    cfg = parse_command(ServeConfig, ["--config", str(CONFIGS / "memtool_cpu.yaml"), "--port", "9001"])
+    assert cfg.environment == "memtool" and cfg.environment_params["mode"] == "autonomous" and cfg.port == 9001
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        with pytest.raises(SystemExit, match="cannot listen"):  # before any engine starts
+        with pytest.raises(SystemExit):  # before any engine starts
             main(["serve", "--port", str(taken.getsockname()[1])])
+        assert "cannot listen" in capsys.readouterr().err
 
 
 def test_a_slow_body_does_not_hold_the_server(server, client):
@@ -355,7 +359,7 @@ def test_a_chunked_body_over_the_limit_is_refused(server):
 
 def memtool_policy(messages: list[dict], tool: str) -> str:
     """A MemTool session: search `tool`'s company and metric, call the tool it loaded, answer with its result."""
-    from sculptor_rl.memtool.teacher import keyword
+    from sculptor_rl.envs.memtool_teacher import keyword
 
     last = messages[-1]
     if last["role"] == "user":
@@ -384,13 +388,12 @@ def memtool_tool():
 @pytest.fixture(scope="module")
 def memtool_client(fmt, memtool_tool):
     engine = MemToolPolicyEngine(memtool_tool.name)
-    with start(engine, fmt, env="memtool", env_params='{"mode": "autonomous", "limit": 16}') as s:
+    with start(engine, fmt, environment="memtool", environment_params='{"mode": "autonomous", "limit": 16}') as s:
         yield OpenAI(base_url=s.url, api_key=KEY, max_retries=0, timeout=30)
 
 
 def test_memtool_env_serves_a_request_with_its_own_tool_set(memtool_client, memtool_tool, fmt):
-    from sculptor_rl.memtool import MemToolConfig, MemToolEnv
-    from sculptor_rl.memtool.sessions import SYSTEM_PROMPT as MEMTOOL_SYSTEM
+    from sculptor_rl.envs.memtool import MemToolConfig, MemToolEnv
 
     tool = memtool_tool
     history = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi, ask me about companies."}]
@@ -406,8 +409,7 @@ def test_memtool_env_serves_a_request_with_its_own_tool_set(memtool_client, memt
     # the MemTool system prompt, with only the management tools loaded
     requests = [{"text": "Hello", "calls": []}, {"text": ask_for["content"], "calls": []}]
     env = MemToolEnv({"id": "x", "task": "memtool", "answer": [[], []], "meta": {"requests": requests},
-                      "messages": [{"role": "system", "content": MEMTOOL_SYSTEM}, {"role": "user", "content": "-"}]},
-                     MemToolConfig(limit=16))
+                      "messages": [{"role": "user", "content": "-"}]}, MemToolConfig(limit=16))
     env.append(history[1])
     env.on_answer(history[1]["content"])  # autonomous mode: the reply closes request 1 and opens request 2
     assert [t["function"]["name"] for t in env.tools] == ["search_tools", "remove_tools"]
@@ -420,10 +422,11 @@ def test_memtool_env_refuses_a_conversation_without_a_request(memtool_client):
                                                                       {"role": "assistant", "content": "Hello"}])
 
 
-def test_bad_env_params_fail_before_the_engine_starts():
+def test_bad_environment_params_fail_before_the_engine_starts(capsys):
     from sculptor_rl.cli import main
 
-    with pytest.raises(SystemExit, match="unknown memtool parameter 'colour'"):
-        main(["serve", "--env", "memtool", "--env_params", '{"colour": "red"}', "--port", "0"])
-    with pytest.raises(SystemExit, match="env_params is not valid JSON"):
-        main(["serve", "--env", "memtool", "--env_params", "{mode", "--port", "0"])
+    for params, message in (('{"colour": "red"}', "unknown parameter 'colour' of the memtool environment"),
+                            ("{mode", "environment_params is not valid JSON")):
+        with pytest.raises(SystemExit):
+            main(["serve", "--environment", "memtool", "--environment_params", params, "--port", "0"])
+        assert message in capsys.readouterr().err

@@ -17,9 +17,9 @@ import pytest
 from openai import OpenAI
 
 from sculptor_rl.acm import TOOL_SCHEMAS
-from sculptor_rl.agent.toolcalls import format_tool_call
+from sculptor_rl.toolcalls import format_tool_call
 from sculptor_rl.serve import ServeConfig, Server, bind, build_app
-from sculptor_rl.tasks.common import SYSTEM_PROMPT
+from sculptor_rl.envs import ACM_SYSTEM_PROMPT as SYSTEM_PROMPT
 
 pytestmark = pytest.mark.slow
 
@@ -118,17 +118,17 @@ def test_tool_trace_of_a_context_modification(client):
 
 
 def test_memtool_env_runs_the_request_as_a_session(vllm_engine, fmt):
-    """`--env memtool` on the engine: the request runs as a MemTool session (its system prompt, the request
+    """`--environment memtool` on the engine: the request runs as a MemTool session (its system prompt, the request
     numbered, the management tools bound). The zero-shot model answers without searching (it does not copy calls
     in this context); the server plumbing of a search is in test_serve.py."""
     from sculptor_rl.envs import conversation_env
 
-    cfg = ServeConfig(api_key=KEY, max_new_tokens=32, env="memtool", env_params={"mode": "autonomous"})
+    cfg = ServeConfig(api_key=KEY, max_new_tokens=32, environment="memtool", environment_params={"mode": "autonomous"})
     messages = [{"role": "user", "content": "What was the revenue of Maplewood Retail in 2020?"}]
     with Server(build_app(vllm_engine, fmt, cfg, MODEL), bind("127.0.0.1", 0), log_level="warning") as s:
         client = OpenAI(base_url=s.url, api_key=KEY, max_retries=0, timeout=600)
         resp = chat(client, messages, extra_body={"sculptor": {"return_trace": True}})
-    env = conversation_env("memtool", mode="autonomous")(messages, 0)
+    env = conversation_env("memtool", {"mode": "autonomous"})(messages, 0)
     assert env.render()[1]["content"].startswith("Request 1 of 1: ")
     assert [t["function"]["name"] for t in env.tools] == ["search_tools", "remove_tools"]
     trace = resp.sculptor_trace

@@ -35,8 +35,7 @@ def test_record_format(task):
     for r in batch:
         assert json.loads(json.dumps(r)) == r
         assert r["task"] == task and re.fullmatch(rf"{task}-s0-\d{{5}}", r["id"])
-        system, user = r["messages"]
-        assert system == {"role": "system", "content": common.SYSTEM_PROMPT}
+        (user,) = r["messages"]  # no system message: the environment gives it
         assert user["role"] == "user"
         lo, hi = context_bounds(user["content"])
         question = user["content"][hi:]
@@ -44,7 +43,7 @@ def test_record_format(task):
         assert hi - lo > 0.6 * len(user["content"])  # the long context dominates the message
         meta = r["meta"]
         assert {"bucket", "approx_tokens"} <= meta.keys()
-        assert meta["approx_tokens"] == common.approx_tokens(system["content"] + user["content"])
+        assert meta["approx_tokens"] == common.approx_tokens(user["content"])
 
 
 def test_buckets_and_params_in_meta():
@@ -67,13 +66,13 @@ def test_size_scales_with_params(task, small, large):
     assert large_tokens > 4 * small_tokens
     if "context_tokens" in large:  # the context itself is about the asked size
         r = records(task, 1, **large)[0]
-        lo, hi = context_bounds(r["messages"][1]["content"])
-        assert 0.9 * 4000 <= common.approx_tokens(r["messages"][1]["content"][lo:hi]) <= 1.15 * 4000
+        lo, hi = context_bounds(r["messages"][0]["content"])
+        assert 0.9 * 4000 <= common.approx_tokens(r["messages"][0]["content"][lo:hi]) <= 1.15 * 4000
 
 
 def test_pi_llm_stream():
     r = records("pi_llm", 1, keys=5, updates=7)[0]
-    user = r["messages"][1]["content"]
+    user = r["messages"][0]["content"]
     lines = user[slice(*context_bounds(user))].splitlines()
     assert len(lines) == 35 and len(set(lines)) == 35  # every line unique: distinct values per key
     last = {}
@@ -84,22 +83,22 @@ def test_pi_llm_stream():
     one = records("pi_llm", 4, query="one")
     assert all(len(x["answer"]) == 1 and list(x["answer"]) == x["meta"]["asked_keys"] for x in one)
     big = records("pi_llm", 1, keys=2, updates=300)[0]  # more updates than value words: numbered variants
-    assert len(set(big["messages"][1]["content"].splitlines())) > 600
+    assert len(set(big["messages"][0]["content"].splitlines())) > 600
 
 
 def test_needles_are_recoverable():
     """What each parser finds in the context is exactly what the generator hid there."""
     for r in records("needlebench", 10, needles=5):
-        user = r["messages"][1]["content"]
+        user = r["messages"][0]["content"]
         parents = needlebench.parse_relations(user[slice(*context_bounds(user))])
         assert len(parents) == 5
         assert needlebench.eldest_ancestor(parents, r["meta"]["person"]) == r["answer"]
     for r in records("babilong", 10, facts=12):
-        user = r["messages"][1]["content"]
+        user = r["messages"][0]["content"]
         assert len(babilong.FACT.findall(user)) == 12
         assert babilong.last_place(user, r["meta"]["person"]) == r["answer"]
     for r in records("mrcr", 10, needles=4):
-        user = r["messages"][1]["content"]
+        user = r["messages"][0]["content"]
         replies = re.findall(rf"^User: {re.escape(r['meta']['request'])}\nAssistant: (.*)$", user, re.M)
         assert len(replies) == 4 and replies[r["meta"]["occurrence"] - 1] == r["answer"]
         assert len(set(re.findall(r"^Assistant: (.*)$", user, re.M))) == 20  # all replies unique

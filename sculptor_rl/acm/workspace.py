@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..toolcalls import ToolResult
 from .schemas import TOOL_SCHEMAS, ToolError, parse_arguments, show
 from .summarize import extractive_summarizer
 
@@ -32,13 +33,6 @@ _MARKER_HINT = (
     " Markers are case-sensitive exact substrings of the original message text: copy them verbatim"
     " (fragment tags and summaries are not part of that text)."
 )
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    text: str  # what the model reads; starts with "Error:" exactly when ok is False
-    ok: bool
-    modified: bool  # a context-modifying tool succeeded and the rendered view changed
 
 
 @dataclass
@@ -104,7 +98,7 @@ def _plural(n: int, word: str, words: str) -> str:
 class Workspace:
     """The conversation plus the state of the six ACM tools. `execute`/`call` never raise."""
 
-    tools = TOOL_SCHEMAS  # what the agent loop shows the model (the environment interface)
+    tools = TOOL_SCHEMAS  # what the ACM environment (sculptor_rl.envs.AcmEnv) shows the model
 
     def __init__(self, messages: list[dict], seed: int = 0, summarizer: Summarizer | None = None) -> None:
         self._messages: list[dict] = []  # private deep copies; "content" is always the original text

@@ -38,12 +38,18 @@ class ChatFormat:
     def from_pretrained(cls, model: str) -> "ChatFormat":
         from transformers import AutoTokenizer, GenerationConfig
 
-        tokenizer = AutoTokenizer.from_pretrained(model)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(model)
+        except (OSError, ValueError) as e:  # not a model, no tokenizer files, hub unreachable
+            raise ValueError(f"model {model}: cannot load its tokenizer ({' '.join(str(e).split())})") from None
         try:
             eos = GenerationConfig.from_pretrained(model).eos_token_id
         except OSError:  # no generation_config.json
             eos = None
-        return cls(tokenizer, [eos] if isinstance(eos, int) else (eos or []))
+        try:
+            return cls(tokenizer, [eos] if isinstance(eos, int) else (eos or []))
+        except ValueError as e:  # no chat template, no eos token
+            raise ValueError(f"model {model}: {e}") from None
 
     def text(self, messages: list[dict], add_generation_prompt: bool, tools: list[dict] | None = None) -> str:
         return self.tokenizer.apply_chat_template(

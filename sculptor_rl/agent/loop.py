@@ -1,7 +1,7 @@
 """The multi-turn agent loop: render → generate → parse → run tools → repeat, many rollouts in one batch.
 
-The loop knows nothing about the tools' insides: an environment (the ACM `Workspace`, or any object with
-`tools`, `render()`, `original()`, `append()` and `execute()`) owns them. Per step it keeps the exact prompt ids
+The loop knows no tool, task family or reward rule: an environment (`sculptor_rl.envs.Env`) owns its system
+prompt, tools, rendering, scoring and reward, and the loop calls its hooks. Per step it keeps the exact prompt ids
 the engine saw, the generated ids and logprobs, the parsed calls and whether the context was modified —
 everything Algorithm 1 (`sculptor_rl.trajectory`) needs to build training samples without re-tokenizing.
 """
@@ -9,49 +9,33 @@ everything Algorithm 1 (`sculptor_rl.trajectory`) needs to build training sample
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from dataclasses import dataclass, field, fields
+from typing import Callable
 
 from tqdm.auto import tqdm
 
-from ..rewards import RewardConfig, compute_reward
-from ..tasks import score as score_task
-from .chat import ChatFormat
-from .toolcalls import PARSERS, ToolCall
 from ..engines.base import Completion, Engine, Request
+from ..envs.base import Env
+from ..toolcalls import PARSERS, ToolCall
 from ..trajectory import Step, Trajectory
+from .chat import ChatFormat
 
-__all__ = ["Env", "LoopConfig", "run_rollouts"]
-
-
-class Env(Protocol):
-    """`tools` are read at every step (they may change: the head of the prompt is re-rendered with them).
-    `original()` is `render()` before any in-place rewrite (index-aligned with it).
-
-    Optional hooks, used when an environment has them (the ACM workspace has none):
-    - `on_answer(text) -> bool`: a completion without tool calls ended a step of a longer session; True when the
-      env has appended the next user turn and the rollout goes on. The prompt then restarts from `render()`
-      (re-rendered by the chat template), so the env may rewrite or drop earlier messages at that point (a
-      history window), and Algorithm 1 closes a sample at that completion.
-    - `score() -> float`: the rollout's score when the env, not the task's scorer, knows it (all of a
-      session's answers), `info() -> dict`: the env's own record of the rollout (`Trajectory.info`),
-      `reward(traj, reward_cfg) -> float`: its reward instead of `compute_reward`.
-    """
-
-    tools: list[dict]
-
-    def render(self) -> list[dict]: ...
-    def original(self) -> list[dict]: ...
-    def append(self, message: dict) -> None: ...
-    def execute(self, name: str, arguments: dict | str): ...  # -> object with .text, .ok, .modified
+__all__ = ["LoopConfig", "run_rollouts"]
 
 
 @dataclass
 class LoopConfig:
+    """The loop's settings, under the same names in every config that runs the loop (rl, eval, serve, rollout)."""
+
     max_tool_calls: int = 20  # a rollout making more calls stops (reward -1)
     max_context_tokens: int = 131072  # prompt + completion tokens; beyond: stop (reward -1)
     max_new_tokens: int = 512  # per completion
     parser: str = "hermes"
+
+    @classmethod
+    def of(cls, cfg) -> "LoopConfig":
+        """The loop settings of a config that has them among its fields."""
+        return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls)})
 
 
 @dataclass
@@ -62,7 +46,7 @@ class _Live:
     rollout_id: str
     task: dict
     env: Env
-    q_len: int  # messages rendered into the head: the task's, or all of them when the env went on (on_answer)
+    q_len: int  # messages rendered into the head: the env's first ones, or all of them when it went on (on_answer)
     base: int = 0  # the first step whose completion follows the head (earlier ones are rendered inside it)
     steps: list[Step] = field(default_factory=list)
     asst_index: list[int] = field(default_factory=list)  # message index of each step's assistant turn
@@ -119,15 +103,17 @@ def run_rollouts(
     fmt: ChatFormat,
     make_env: Callable[[dict, int], Env],
     cfg: LoopConfig = LoopConfig(),
-    reward_cfg: RewardConfig = RewardConfig(),
     num_generations: int = 1,
     progress: bool = True,
 ) -> list[Trajectory]:
-    """Run `num_generations` rollouts per task; every step sends all live rollouts to the engine at once."""
+    """Run `num_generations` rollouts per task; every step sends all live rollouts to the engine at once.
+    After a step where an env went on (`on_answer` True), the prompt restarts from its `render()` (re-rendered by
+    the chat template), so an env may rewrite or drop earlier messages there; Algorithm 1 closes a sample then."""
     parser = PARSERS[cfg.parser]()
     pairs = [(task, g) for task in tasks for g in range(num_generations)]
-    live = [_Live(i, f"{task['id']}/{g}", task, make_env(task, i), q_len=len(task["messages"]))
-            for i, (task, g) in enumerate(pairs)]
+    envs = [make_env(task, i) for i, (task, _) in enumerate(pairs)]
+    live = [_Live(i, f"{task['id']}/{g}", task, env, q_len=len(env.render()))
+            for i, ((task, g), env) in enumerate(zip(pairs, envs))]
     max_len = min(cfg.max_context_tokens, engine.max_model_len or cfg.max_context_tokens)
     head_caches = [dict() for _ in live]
     bar = tqdm(total=len(live), desc="rollouts", unit="rollout", disable=not progress, dynamic_ncols=True)
@@ -141,8 +127,8 @@ def run_rollouts(
             if room <= 0:
                 r.stop = "max_context_tokens"
                 continue
-            requests.append(Request(prompt_ids=ids, messages=r.env.render(), task=r.task,
-                                    max_new_tokens=min(cfg.max_new_tokens, room), tools=r.env.tools))
+            requests.append(Request(prompt_ids=ids, messages=r.env.render(), tools=r.env.tools,
+                                    max_new_tokens=min(cfg.max_new_tokens, room), rollout_id=r.rollout_id))
             ready.append(r)
         completions: list[Completion] = engine.generate(requests) if requests else []
         for r, req, out in zip(ready, requests, completions):
@@ -156,7 +142,7 @@ def run_rollouts(
             r.steps.append(step)
             if parsed.calls:
                 step.calls = _run_calls(r, parsed.calls, cfg)
-            elif hasattr(r.env, "on_answer") and r.env.on_answer(out.text):
+            elif r.env.on_answer(out.text):
                 step.next_turn = True
                 r.base, r.q_len = len(r.steps), len(r.env.render())
             else:
@@ -167,22 +153,19 @@ def run_rollouts(
         elapsed = time.perf_counter() - start
         bar.set_postfix(live=len(active), rollouts_s=f"{bar.n / elapsed:.2f}", tok_s=f"{generated / elapsed:.0f}")
     bar.close()
-    return [_finish(r, fmt, reward_cfg) for r in live]
+    return [_finish(r, fmt) for r in live]
 
 
-def _finish(r: _Live, fmt: ChatFormat, reward_cfg: RewardConfig) -> Trajectory:
+def _finish(r: _Live, fmt: ChatFormat) -> Trajectory:
     answer = r.steps[-1].text if r.stop == "answer" else None
-    if hasattr(r.env, "score"):
-        score = r.env.score()
-    else:  # a task without an answer (a served request) is not scored
-        score = score_task(r.task, answer) if answer is not None and r.task.get("answer") is not None else 0.0
     shown, orig = r.env.render(), r.env.original()
     traj = Trajectory(
-        task_id=r.task["id"], task=r.task["task"], steps=r.steps, messages=shown, answer=answer, score=score,
+        task_id=r.task["id"], task=r.task.get("task", ""), steps=r.steps, messages=shown, answer=answer,
+        score=r.env.score(answer),
         stop_reason=r.stop or "max_context_tokens",
         context_tokens_before=sum(len(fmt.encode(m["content"])) for m in orig[: r.q_len]),
         context_tokens_after=sum(len(fmt.encode(m["content"])) for m in shown[: r.q_len]),
-        rollout_id=r.rollout_id, info=r.env.info() if hasattr(r.env, "info") else {},
+        rollout_id=r.rollout_id, info=r.env.info(),
     )
-    traj.reward = r.env.reward(traj, reward_cfg) if hasattr(r.env, "reward") else compute_reward(traj, reward_cfg)
+    traj.reward = r.env.reward(traj)
     return traj

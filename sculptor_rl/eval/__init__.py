@@ -1,6 +1,6 @@
-"""Checkpoint evaluation: the ACM agent against the full-context, truncation and BM25 baselines."""
+"""Checkpoint evaluation: the ACM environment against the no-tool environments (full, truncate, bm25), or the
+MemTool modes."""
 
-from .modes import MODES, prepare
-from .run import EvalConfig, evaluate
+from .run import ACM_MODES, EvalConfig, evaluate
 
-__all__ = ["MODES", "EvalConfig", "evaluate", "prepare"]
+__all__ = ["ACM_MODES", "EvalConfig", "evaluate"]

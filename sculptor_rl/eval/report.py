@@ -2,8 +2,11 @@
 task, per length bucket and per tool) and two PNG plots (accuracy vs context length; tool-usage distribution).
 
 `results` is what `sculptor_rl.eval.run.evaluate` returns: {env, tasks, models, modes, runs, config}, one run per
-model × mode with its summary per task (and per bucket within a task) from `sculptor_rl.metrics`. MemTool runs
-(env memtool) also carry the paper's tool-management metrics: a table of them, and `loaded_tools.png` (mean
+model × mode with its summary per task (and per bucket within a task) from `sculptor_rl.metrics` and its
+per-rollout values. Every rate and mean is shown with its 95 % interval (the summaries' "ci"; error bars in the
+plots), and `write_report` adds `comparisons`: consecutive models (the order given, e.g. base, SFT, RL) and each
+later one against the first, in each mode, paired on the tasks both ran (`comparisons`). MemTool runs (env
+memtool) also carry the paper's tool-management metrics: a table of them, and `loaded_tools.png` (mean
 tools loaded per turn, one line per run) instead of the accuracy-vs-length plot.
 """
 
@@ -14,10 +17,11 @@ import logging
 from pathlib import Path
 
 from ..acm import TOOL_SCHEMAS
+from ..stats import mcnemar_exact, paired_bootstrap
 
 log = logging.getLogger(__name__)
 
-__all__ = ["write_report", "markdown", "accuracy_table", "memtool_table"]
+__all__ = ["write_report", "markdown", "accuracy_table", "memtool_table", "comparisons", "comparison_table"]
 
 TITLES = {"pi_llm": "PI-LLM", "needlebench": "NeedleBench", "mrcr": "MRCR", "babilong": "BABILong",
           "memtool": "MemTool"}
@@ -27,6 +31,7 @@ TOOLS = [s["function"]["name"] for s in TOOL_SCHEMAS]
 def write_report(results: dict, out: str | Path) -> None:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    results["comparisons"] = comparisons(results)
     (out / "results.json").write_text(json.dumps(results, indent=1))
     (out / "results.md").write_text(markdown(results))
     if any("memtool" in run for run in results["runs"]):
@@ -53,12 +58,70 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f}"
 
 
+def _ci(summary: dict, key: str, scale: float = 100, digits: int = 1) -> str:
+    """A value with its 95 % interval, "5.0 [0.9, 23.6]" (runs saved before intervals existed: the value alone)."""
+    value, ci = summary[key], summary.get("ci", {}).get(key)
+    if value is None:
+        return "–"
+    text = f"{scale * value:.{digits}f}"
+    return text if ci is None else f"{text} [{scale * ci[0]:.{digits}f}, {scale * ci[1]:.{digits}f}]"
+
+
 def accuracy_table(results: dict) -> str:
-    """Rows model × mode, columns the task families and their average: accuracy in % (the paper's Table 2)."""
+    """Rows model × mode, columns the task families and their average: accuracy in % with its 95 % interval
+    (the paper's Table 2)."""
     tasks = results["tasks"]
-    rows = [[run["model"], run["mode"], *(_pct(run["tasks"][t]["accuracy"]) for t in tasks), _pct(run["average"])]
+    rows = [[run["model"], run["mode"], *(_ci(run["tasks"][t], "accuracy") for t in tasks), _pct(run["average"])]
             for run in results["runs"]]
     return _table(["Model", "Mode", *(TITLES.get(t, t) for t in tasks), "Avg."], rows)
+
+
+def comparisons(results: dict) -> list[dict]:
+    """Each model against the one before it (base → SFT → RL) and, from the third on, against the first (a
+    reference: base, or the SFT checkpoint an ablation starts from), in each mode, on the tasks both ran (paired
+    by task id): per task family (and over all of them when there are several) the paired bootstrap of the
+    accuracy and of the context reduction (B - A) and the exact McNemar test of correct answers. Runs saved
+    without per-rollout values are left out."""
+    by_run = {(run["model"], run["mode"]): run for run in results["runs"]}
+    families = results["tasks"] + (["all"] if len(results["tasks"]) > 1 else [])
+    models = results["models"]
+    pairs = [*zip(models, models[1:]), *((models[0], m) for m in models[2:])]
+    out = []
+    for mode in results["modes"]:
+        for a, b in pairs:
+            run_a, run_b = by_run.get((a, mode)), by_run.get((b, mode))
+            if not (run_a and run_b and "rollouts" in run_a and "rollouts" in run_b):
+                continue
+            first = {r["task_id"]: r for r in run_a["rollouts"]}
+            matched = [(first[r["task_id"]], r) for r in run_b["rollouts"] if r["task_id"] in first]
+            for family in families:
+                chosen = [(x, y) for x, y in matched if family in ("all", y["task"])]
+                if not chosen:
+                    continue
+                xs, ys = zip(*chosen)
+                out.append({"mode": mode, "a": a, "b": b, "task": family, "n": len(chosen),
+                            "accuracy": paired_bootstrap([x["score"] for x in xs], [y["score"] for y in ys]),
+                            "correct": mcnemar_exact([x["correct"] for x in xs], [y["correct"] for y in ys]),
+                            "context_reduction": paired_bootstrap([x["context_reduction"] for x in xs],
+                                                                  [y["context_reduction"] for y in ys])})
+    return out
+
+
+def _p(p: float) -> str:
+    return f"{p:.3f}" if p >= 0.001 else "<0.001"
+
+
+def _diff(d: dict) -> str:
+    return f"{100 * d['diff']:+.1f} [{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}]"
+
+
+def comparison_table(results: dict) -> str:
+    rows = [[c["mode"], f"{c['a']} → {c['b']}", TITLES.get(c["task"], c["task"]), c["n"], _diff(c["accuracy"]),
+             _p(c["accuracy"]["p"]), f"{c['correct']['only_a']} / {c['correct']['only_b']}", _p(c["correct"]["p"]),
+             _diff(c["context_reduction"]), _p(c["context_reduction"]["p"])]
+            for c in results["comparisons"]]
+    return _table(["Mode", "A → B", "Task", "n", "Δ Acc. pp (95 % CI)", "p", "Correct only A / only B",
+                   "p (McNemar)", "Δ Reduction pp (95 % CI)", "p"], rows)
 
 
 def _num(x, digits: int = 3) -> str:
@@ -83,17 +146,17 @@ def _details(results: dict) -> str:
     rows = []
     for run in results["runs"]:
         for task, s in run["tasks"].items():
-            rows.append([run["model"], run["mode"], task, s["n"], _pct(s["accuracy"]), _pct(s["correct"]),
-                         f"{s['reward']:.2f}", _pct(s["format_error_rate"]), f"{s['tool_calls_per_task']:.2f}",
+            rows.append([run["model"], run["mode"], task, s["n"], _ci(s, "accuracy"), _ci(s, "correct"),
+                         _ci(s, "reward", 1, 2), _ci(s, "format_error_rate"), f"{s['tool_calls_per_task']:.2f}",
                          f"{s['tool_entropy']:.2f}", f"{s['context_tokens_before']:.0f}",
-                         f"{s['context_tokens_after']:.0f}", _pct(s["context_reduction"]),
+                         f"{s['context_tokens_after']:.0f}", _ci(s, "context_reduction"),
                          f"{s['generated_tokens']:.0f}", f"{s['wall_time']:.0f}"])
     return _table(header, rows)
 
 
 def _buckets(results: dict) -> str:
     rows = [[run["model"], run["mode"], task, bucket, b["n"], f"{b['context_tokens_before']:.0f}",
-             _pct(b["accuracy"]), _pct(b["context_reduction"])]
+             _ci(b, "accuracy"), _ci(b, "context_reduction")]
             for run in results["runs"] for task, s in run["tasks"].items()
             for bucket, b in sorted(s["buckets"].items(), key=lambda kv: kv[1]["context_tokens_before"])]
     return _table(["Model", "Mode", "Task", "Bucket", "n", "Ctx tokens", "Acc. %", "Reduction %"], rows)
@@ -108,7 +171,16 @@ def _tools(results: dict) -> str:
 def markdown(results: dict) -> str:
     parts = ["# Evaluation", "## Accuracy (%)", accuracy_table(results),
              "Accuracy is the mean task score: exact match (PI-LLM: the fraction of keys right; MRCR: the "
-             "similarity ratio to the true reply; MemTool: the fraction of a session's requests answered exactly)."]
+             "similarity ratio to the true reply; MemTool: the fraction of a session's requests answered exactly). "
+             "In brackets: the 95 % interval (Wilson where every score is 0 or 1, else a bootstrap of the mean, "
+             "4000 resamples, seed 0); Avg. is the mean of the families' accuracies."]
+    if results.get("comparisons"):
+        parts += ["## Paired comparisons (same tasks)", comparison_table(results),
+                  "Each model against the one listed before it and against the first, on the tasks both ran. "
+                  "Δ: B − A in points, with the paired bootstrap's 95 % interval and two-sided p-value; correct "
+                  "answers: tasks only A / only B got fully right and the exact McNemar test on them. Claim a "
+                  "difference only where p < 0.05 "
+                  "(and mind the number of comparisons)."]
     if any("memtool" in run for run in results["runs"]):
         parts += ["## MemTool: tool-management metrics", memtool_table(results),
                   "Per mode, pooled over sessions: removal ratio ΣR/ΣA (tools removed / added); avg. 3-turn removal: "
@@ -120,7 +192,8 @@ def markdown(results: dict) -> str:
     parts += ["## Per task", _details(results),
               "Format err.: rollouts with an unparseable call or an unknown tool. Tool calls: per task. Ctx tokens: "
               "the task's messages before and after context management (truncate/bm25: what they kept). "
-              "Wall s: the task family's rollouts, run as one batch.",
+              "Wall s: the task family's rollouts, run as one batch. In brackets: 95 % intervals (Wilson for rates, "
+              "the bootstrap for reward, reduction and partial-credit accuracy).",
               "## Per length bucket", _buckets(results)]
     if any(run["mode"] == "acm" for run in results["runs"]):
         parts += ["## Tool calls per task, by tool (acm)", _tools(results)]
@@ -132,22 +205,28 @@ def _label(results: dict, run: dict) -> str:
 
 
 def plot_accuracy_vs_length(results: dict, path: Path) -> None:
-    """One panel per task family: accuracy per length bucket (x: mean context tokens), one line per run."""
+    """One panel per task family: accuracy per length bucket (x: mean context tokens), one line per run, with
+    95 % intervals as error bars."""
     from matplotlib.figure import Figure
 
     tasks = results["tasks"]
     fig = Figure(figsize=(4.2 * len(tasks), 3.6), layout="constrained")
     axes = fig.subplots(1, len(tasks), sharey=True, squeeze=False)[0]
+    runs = results["runs"]
     for ax, task in zip(axes, tasks):
-        for k, run in enumerate(results["runs"]):
-            points = sorted((b["context_tokens_before"], 100 * b["accuracy"])
-                            for b in run["tasks"][task]["buckets"].values())
-            # runs often tie (all at 0 %): markers and dashes of their own keep each line visible
-            ax.plot(*zip(*points), marker="osD^v<>p"[k % 8], linestyle=("-", "--", ":", "-.")[k % 4],
-                    markersize=7 - k % 4, label=_label(results, run))
+        for k, run in enumerate(runs):
+            buckets = sorted(run["tasks"][task]["buckets"].values(), key=lambda b: b["context_tokens_before"])
+            # runs often tie (all at 0 %): markers, dashes and a small x offset of their own keep each visible
+            x = [b["context_tokens_before"] * (1 + 0.02 * (k - (len(runs) - 1) / 2)) for b in buckets]
+            y = [100 * b["accuracy"] for b in buckets]
+            ci = [b.get("ci", {}).get("accuracy") or [b["accuracy"]] * 2 for b in buckets]
+            err = [[max(0.0, v - 100 * lo) for v, (lo, _) in zip(y, ci)],  # (rounding can make a 0 negative)
+                   [max(0.0, 100 * hi - v) for v, (_, hi) in zip(y, ci)]]
+            ax.errorbar(x, y, yerr=err, capsize=3, marker="osD^v<>p"[k % 8],
+                        linestyle=("-", "--", ":", "-.")[k % 4], markersize=7 - k % 4, label=_label(results, run))
         ax.set(title=TITLES.get(task, task), xlabel="context tokens", ylim=(-5, 105))
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("accuracy (%)")
+    axes[0].set_ylabel("accuracy (%, 95 % interval)")
     axes[-1].legend(fontsize="small")
     fig.savefig(path, dpi=120)
 

@@ -2,10 +2,10 @@
 
 One engine at a time: a model's engine starts and runs all its modes; the next model's weights are loaded into
 it when they fit (same architecture and tokenizer: base, SFT and RL checkpoints of one model), otherwise it is
-shut down (its memory freed) and the next model's engine starts. `env` picks the environment and with it the
-modes: `acm` (the ACM workspace vs the full/truncate/bm25 baselines, on the long-context families) or `memtool`
-(the autonomous/workflow/hybrid modes of MemTool on `memtool` sessions, with the paper's tool-management metrics
-per mode and a plot of loaded tools).
+shut down (its memory freed) and the next model's engine starts. `environment` picks the environment and with it
+the modes: `acm` (the ACM environment vs the no-tool environments full/truncate/bm25, on the long-context
+families: each mode is the environment of that name) or `memtool` (the autonomous/workflow/hybrid modes of
+MemTool on `memtool` sessions, with the paper's tool-management metrics per mode and a plot of loaded tools).
 Each (model, mode) run is saved under `OUT/runs/<model>/<mode>/` (trajectories and summary); a later call with
 the same settings finds it and skips it, so an interrupted evaluation resumes.
 """
@@ -24,15 +24,15 @@ from pathlib import Path
 
 from ..agent.chat import ChatFormat
 from ..agent.loop import LoopConfig, run_rollouts
+from ..config import load_config
 from ..engines import SamplingConfig, make_engine
-from ..envs import make_env_factory
-from ..memtool import MODES as MEMTOOL_MODES
-from ..metrics import summarize, summarize_by
+from ..envs import RewardConfig, make_env_factory, params_of
+from ..envs.memtool import MODES as MEMTOOL_MODES
+from ..jsonl import write_atomic
+from ..metrics import per_rollout, summarize, summarize_by
 from ..models import DEFAULT_MODEL, resolve_model
-from ..rewards import RewardConfig
 from ..tasks import FAMILIES, generate, load_tasks
 from ..trajectory import write_trajectories
-from .modes import MODES, check_mode, make_env, prepare
 from .report import write_report
 
 log = logging.getLogger(__name__)
@@ -40,15 +40,18 @@ log = logging.getLogger(__name__)
 __all__ = ["EvalConfig", "evaluate", "eval_tasks", "model_labels"]
 
 ENGINES = ("vllm", "ray", "hf")
-ENV_MODES = {"acm": MODES, "memtool": MEMTOOL_MODES}  # per environment: its eval modes (the default: all)
+ACM_MODES = ("acm", "full", "truncate", "bm25")  # environments of those names
+ENV_MODES = {"acm": ACM_MODES, "memtool": MEMTOOL_MODES}  # per environment: its eval modes (the default: all)
 ENV_TASKS = {"acm": tuple(FAMILIES), "memtool": ("memtool",)}  # ... and the task families it runs
 
 
 @dataclass
-class EvalConfig:
+class EvalConfig(LoopConfig, RewardConfig):
+    """The loop's (`LoopConfig`) and the reward's (`RewardConfig`) settings under the names rl and serve use."""
+
     models: list[str | None] = field(default_factory=lambda: [None])  # HF ids or checkpoint dirs; None: embedded
-    env: str = "acm"  # acm | memtool: the environment, which sets the modes and the task families
-    env_params: dict = field(default_factory=dict)  # memtool: MemToolConfig fields but mode (limit, history_turns...)
+    environment: str = "acm"  # acm | memtool: the environment, which sets the modes and the task families
+    environment_params: dict = field(default_factory=dict)  # memtool: MemToolConfig fields but mode (limit, ...)
     tasks: list[str] | None = None  # families to evaluate (filters --data too); None: all of the env's
     modes: list[str] | None = None  # None: all of the env's (acm: acm,full,truncate,bm25; memtool: its three)
     num: int | None = None  # tasks per family (split over its sizes); None: 8 generated, all loaded
@@ -58,39 +61,36 @@ class EvalConfig:
     out: str = "runs/eval"
     engine: str = "vllm"  # vllm | ray (vLLM in Ray actors; engine_kwargs: num_workers, ray_address, ...) | hf
     seed: int = 0
-    context_budget: int = 1500  # tokens of context the truncate and bm25 modes keep (paper D.4: ~1500)
-    chunk_tokens: int = 200  # bm25 chunk size (paper D.4: 200)
+    context_budget: int = 1500  # the truncate and bm25 environments' parameters (BaselineParams)
+    chunk_tokens: int = 200
     max_model_len: int | None = None  # the engine's window (None: the model's)
-    sampling: SamplingConfig = field(default_factory=lambda: SamplingConfig(temperature=0.0))
-    loop: LoopConfig = field(default_factory=lambda: LoopConfig(max_new_tokens=256))
-    reward: RewardConfig = field(default_factory=RewardConfig)
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_new_tokens: int = 256  # per completion
     engine_kwargs: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.env in ENV_MODES:  # an unknown env is reported by _check
-            self.tasks = list(ENV_TASKS[self.env]) if self.tasks is None else self.tasks
-            self.modes = list(ENV_MODES[self.env]) if self.modes is None else self.modes
+        if self.environment in ENV_MODES:  # an unknown environment is reported by _check
+            self.tasks = list(ENV_TASKS[self.environment]) if self.tasks is None else self.tasks
+            self.modes = list(ENV_MODES[self.environment]) if self.modes is None else self.modes
 
     @classmethod
-    def from_yaml(cls, path: str | Path, /, **overrides) -> "EvalConfig":
-        import yaml
+    def from_yaml(cls, path: str | Path | None, /, **overrides) -> "EvalConfig":
+        """The settings of the YAML file (if any), then `overrides` that are not None (command-line flags)."""
+        return load_config(cls, path, overrides)
 
-        with open(path) as f:
-            return cls.from_dict(yaml.safe_load(f) or {}, **overrides)
+    @property
+    def sampling(self) -> SamplingConfig:
+        return SamplingConfig(temperature=self.temperature, top_p=self.top_p, seed=self.seed)
 
-    @classmethod
-    def from_dict(cls, values: dict, /, **overrides) -> "EvalConfig":
-        """A config from plain values (YAML), then `overrides` that are not None (command-line flags)."""
-        values = {**values, **{k: v for k, v in overrides.items() if v is not None}}
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown eval setting(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-        nested = {"sampling": SamplingConfig, "loop": LoopConfig, "reward": RewardConfig}
-        for name, kind in nested.items():
-            if isinstance(values.get(name), dict):
-                values[name] = kind(**values[name])
-        return cls(**values)
+    def make_env(self, mode: str, tokenizer):
+        """The environment factory of `mode`."""
+        if self.environment == "acm":
+            params = {} if mode in ("acm", "full") else {"context_budget": self.context_budget,
+                                                          "chunk_tokens": self.chunk_tokens}
+            return make_env_factory(mode, params, seed=self.seed, reward=RewardConfig.of(self), tokenizer=tokenizer)
+        return make_env_factory(self.environment, {"mode": mode, **self.environment_params}, seed=self.seed,
+                                reward=RewardConfig.of(self), tokenizer=tokenizer)
 
 
 def model_labels(models: list[str | None]) -> list[str]:
@@ -107,22 +107,23 @@ def model_labels(models: list[str | None]) -> list[str]:
 
 
 def _check(cfg: EvalConfig) -> None:
-    if cfg.env not in ENV_MODES:
-        raise ValueError(f"unknown env {cfg.env!r} (eval runs: {', '.join(ENV_MODES)})")
+    env = cfg.environment
+    if env not in ENV_MODES:
+        raise ValueError(f"unknown environment {env!r} (eval runs: {', '.join(ENV_MODES)})")
     for mode in cfg.modes:
-        if cfg.env == "acm":
-            check_mode(mode)
-        elif mode not in ENV_MODES[cfg.env]:
-            raise ValueError(f"unknown mode {mode!r} of env {cfg.env} (known: {', '.join(ENV_MODES[cfg.env])})")
+        if mode not in ENV_MODES[env]:
+            raise ValueError(f"unknown mode {mode!r} of environment {env} (known: {', '.join(ENV_MODES[env])})")
     for task in [*cfg.tasks, *cfg.sizes]:
-        if task not in ENV_TASKS[cfg.env]:
-            raise ValueError(f"unknown task {task!r} for env {cfg.env} (known: {', '.join(ENV_TASKS[cfg.env])})")
-    if cfg.env == "acm" and cfg.env_params:
-        raise ValueError(f"the acm environment takes no parameters, got {', '.join(cfg.env_params)}")
-    if "mode" in cfg.env_params:
-        raise ValueError("choose the modes with `modes` (--modes), not env_params.mode")
-    if cfg.env != "acm" and cfg.modes:  # unknown or bad parameters fail here, before any engine starts
-        make_env_factory(cfg.env, cfg.seed, mode=cfg.modes[0], **cfg.env_params)
+        if task not in ENV_TASKS[env]:
+            raise ValueError(f"unknown task {task!r} for environment {env} (known: {', '.join(ENV_TASKS[env])})")
+    if env == "acm" and cfg.environment_params:
+        raise ValueError(f"the acm environment takes no parameters, got {', '.join(cfg.environment_params)}")
+    if "mode" in cfg.environment_params:
+        raise ValueError("choose the modes with `modes` (--modes), not environment_params.mode")
+    # unknown or bad parameters fail here, before any engine starts
+    params_of("truncate", {"context_budget": cfg.context_budget, "chunk_tokens": cfg.chunk_tokens})
+    if env != "acm" and cfg.modes:
+        params_of(env, {"mode": cfg.modes[0], **cfg.environment_params})
     if cfg.engine not in ENGINES:
         raise ValueError(f"unknown engine {cfg.engine!r} (eval runs on: {', '.join(ENGINES)})")
     if not (cfg.models and cfg.tasks and cfg.modes):
@@ -160,10 +161,9 @@ def _fingerprint(cfg: EvalConfig, path: str, mode: str, tasks: list[dict]) -> di
         digest.update(json.dumps(t, sort_keys=True).encode())
     settings = {"model": path, "mode": mode, "engine": cfg.engine, "tasks_sha256": digest.hexdigest(),
                 "num_tasks": len(tasks), "seed": cfg.seed, "max_model_len": cfg.max_model_len,
-                "sampling": dataclasses.asdict(cfg.sampling), "loop": dataclasses.asdict(cfg.loop),
-                "reward": dataclasses.asdict(cfg.reward)}
-    if cfg.env != "acm":  # (acm runs keep their settings as they were, so saved acm runs stay valid)
-        settings.update(env=cfg.env, env_params=cfg.env_params)
+                "sampling": dataclasses.asdict(cfg.sampling), "loop": dataclasses.asdict(LoopConfig.of(cfg)),
+                "reward": dataclasses.asdict(RewardConfig.of(cfg)), "environment": cfg.environment,
+                "environment_params": cfg.environment_params}
     if mode in ("truncate", "bm25"):
         settings["context_budget"] = cfg.context_budget
     if mode == "bm25":
@@ -183,29 +183,21 @@ def _saved(run_dir: Path, settings: dict) -> dict | None:
     return saved
 
 
-def _tokens(fmt: ChatFormat, messages: list[dict]) -> int:
-    return sum(len(fmt.encode(m["content"])) for m in messages)
-
-
 def run_mode(tasks: list[dict], mode: str, engine, fmt: ChatFormat, cfg: EvalConfig) -> tuple[list, dict]:
     """Roll out every task in `mode`, one task family at a time (its wall time is measured on its own)."""
-    if cfg.env != "acm":
+    if cfg.environment != "acm":
         return run_env_mode(tasks, mode, engine, fmt, cfg)
-    prep = dict(tokenizer=fmt.tokenizer, context_budget=cfg.context_budget, chunk_tokens=cfg.chunk_tokens)
+    make_env = cfg.make_env(mode, fmt.tokenizer)
     # baselines get no tool calls: their first completion is the answer
-    loop = cfg.loop if mode == "acm" else dataclasses.replace(cfg.loop, max_tool_calls=0)
+    loop = dataclasses.replace(LoopConfig.of(cfg), max_tool_calls=cfg.max_tool_calls if mode == "acm" else 0)
     bucket = {t["id"]: str(t.get("meta", {}).get("bucket", "all")) for t in tasks}
     trajs, per_task = [], {}
     for family in dict.fromkeys(t["task"] for t in tasks):
         group = [t for t in tasks if t["task"] == family]
         log.info("mode %s, %s: %d tasks", mode, family, len(group))
         start = time.perf_counter()
-        shown = [prepare(t, mode, **prep) for t in group]
-        out = run_rollouts(shown, engine, fmt, make_env(mode, cfg.seed), loop, cfg.reward)
+        out = run_rollouts(group, engine, fmt, make_env, loop)
         wall = time.perf_counter() - start
-        if mode != "acm":  # "before" is the whole context the baseline started from, not what it kept
-            for traj, task in zip(out, group):
-                traj.context_tokens_before = _tokens(fmt, prepare(task, "full", **prep)["messages"])
         per_task[family] = _family_summary(out, wall, bucket, cfg)
         trajs += out
     return trajs, _mode_summary(mode, per_task, trajs, sum(s["wall_time"] for s in per_task.values()), cfg)
@@ -213,14 +205,15 @@ def run_mode(tasks: list[dict], mode: str, engine, fmt: ChatFormat, cfg: EvalCon
 
 def _family_summary(trajs: list, wall: float, bucket: dict[str, str], cfg: EvalConfig) -> dict:
     """One task family's rollouts in one mode: the usual metrics, its wall time and the per-bucket metrics."""
-    return {**summarize(trajs, cfg.reward.correct_threshold), "wall_time": wall,
-            "buckets": summarize_by(trajs, lambda t: bucket[t.task_id], cfg.reward.correct_threshold)}
+    return {**summarize(trajs, cfg.correct_threshold), "wall_time": wall,
+            "buckets": summarize_by(trajs, lambda t: bucket[t.task_id], cfg.correct_threshold)}
 
 
 def _mode_summary(mode: str, per_task: dict, trajs: list, wall: float, cfg: EvalConfig) -> dict:
     accuracies = [s["accuracy"] for s in per_task.values()]
     return {"mode": mode, "tasks": per_task, "average": sum(accuracies) / len(accuracies),
-            "overall": summarize(trajs, cfg.reward.correct_threshold), "wall_time": wall}
+            "overall": summarize(trajs, cfg.correct_threshold), "wall_time": wall,
+            "rollouts": per_rollout(trajs, cfg.correct_threshold)}  # paired comparisons in the report
 
 
 def _finite(value):
@@ -234,10 +227,9 @@ def run_env_mode(tasks: list[dict], mode: str, engine, fmt: ChatFormat, cfg: Eva
     from ..memtool import metrics as memtool_metrics
 
     bucket = {t["id"]: str(t.get("meta", {}).get("bucket", "all")) for t in tasks}
-    log.info("env %s, mode %s: %d sessions", cfg.env, mode, len(tasks))
+    log.info("environment %s, mode %s: %d sessions", cfg.environment, mode, len(tasks))
     start = time.perf_counter()
-    make_env = make_env_factory(cfg.env, cfg.seed, mode=mode, **cfg.env_params)
-    trajs = run_rollouts(tasks, engine, fmt, make_env, cfg.loop, cfg.reward)
+    trajs = run_rollouts(tasks, engine, fmt, cfg.make_env(mode, fmt.tokenizer), LoopConfig.of(cfg))
     wall = time.perf_counter() - start
     per_task = {family: _family_summary([t for t in trajs if t.task == family], wall, bucket, cfg)
                 for family in dict.fromkeys(t["task"] for t in tasks)}
@@ -330,9 +322,8 @@ def evaluate(cfg: EvalConfig, engine=None) -> dict:
                     done[mode] = {"model": label, "path": path, **summary, "settings": settings[mode]}
                     run_dirs[mode].mkdir(parents=True, exist_ok=True)
                     write_trajectories(trajs, run_dirs[mode] / "trajectories.jsonl")
-                    tmp = run_dirs[mode] / "summary.json.tmp"  # written last and renamed: a run is all or nothing
-                    tmp.write_text(json.dumps(done[mode], indent=1))
-                    tmp.rename(run_dirs[mode] / "summary.json")
+                    # written last, each whole or not at all: a run with a summary is complete
+                    write_atomic(run_dirs[mode] / "summary.json", json.dumps(done[mode], indent=1))
                     log.info("%s / %s: average accuracy %.3f (%.0f s)", label, mode, summary["average"],
                              summary["wall_time"])
             except BaseException:
@@ -343,7 +334,8 @@ def evaluate(cfg: EvalConfig, engine=None) -> dict:
     if engine is None and live is not None:
         shutdown(live)
         _free_memory()
-    results = {"env": cfg.env, "tasks": families, "models": labels, "modes": list(cfg.modes), "runs": runs,
+    results = {"environment": cfg.environment, "tasks": families, "models": labels, "modes": list(cfg.modes),
+               "runs": runs,
                "config": dataclasses.asdict(cfg)}
     write_report(results, out)
     return results

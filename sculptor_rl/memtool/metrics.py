@@ -1,6 +1,6 @@
 """MemTool metrics, the RL reward, and the plot of loaded tools per turn.
 
-All read `Trajectory.info["turns"]` (one record per request, see `memtool.env.Turn`): A_t tools added and R_t
+All read `Trajectory.info["turns"]` (one record per request, see `envs.memtool.Turn`): A_t tools added and R_t
 removed during turn t, N_t loaded at its end, its calls and whether it was completed.
 
 - removal ratio: ΣR / ΣA over the session;

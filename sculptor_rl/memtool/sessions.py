@@ -1,6 +1,7 @@
 """MemTool sessions: T consecutive user requests, each needing catalogue tools (a task family, `memtool`).
 
-A record has the family layout of `sculptor_rl.tasks` (system + first user message), and:
+A record has the family layout of `sculptor_rl.tasks` (the first user message; the environment gives the system
+prompt), and:
 
     "answer": [[<value>, ...] per request],            # the tool outputs each request asks for, in order
     "meta": {"requests": [{"text": ..., "calls": [{"name": get_..., "arguments": {"year": ..[, "quarter": ..]}}]}],
@@ -23,9 +24,8 @@ import re
 from .catalogue import QUARTERS, YEARS, Tool, catalogue
 
 NAME = "memtool"
-SYSTEM_PROMPT = "You answer a user's requests about companies' financial figures with tools from a catalogue."
 
-__all__ = ["NAME", "SYSTEM_PROMPT", "generate", "score", "render_answer", "request_message", "request_index"]
+__all__ = ["NAME", "generate", "score", "render_answer", "request_message", "request_index"]
 
 
 def _check(name: str, value, low: float, high: float | None = None, kind=int) -> None:
@@ -90,7 +90,7 @@ def _session(seed: int, index: int, requests: int, calls_per_request: int, reuse
     return {
         "id": f"{NAME}-s{seed}-{index:05d}",
         "task": NAME,
-        "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": first}],
+        "messages": [{"role": "user", "content": first}],
         "answer": answers,
         "meta": {"bucket": f"{requests}x{calls_per_request}", "requests": metas, "requests_per_session": requests,
                  "calls_per_request": calls_per_request, "reuse": reuse},

@@ -1,8 +1,9 @@
 """The OpenAI-compatible HTTP app: `GET /v1/models`, `POST /v1/chat/completions`.
 
 Default mode: the request's messages are the task messages of one agent-loop rollout (`run_rollouts`, the
-code training uses) in a fresh environment (`--env`: an ACM `Workspace`, or a MemTool session whose requests are
-the user messages); the loop's final answer is the response, and the extension field `sculptor_trace` carries
+code training uses) in a fresh environment (`--environment`: ACM, or a MemTool session whose requests are
+the user messages; the environment gives its system prompt, a client's own system message follows it); the
+loop's final answer is the response, and the extension field `sculptor_trace` carries
 every step on request. Pass-through mode (the request has `tools`): one completion rendered with the client's
 tools; its calls come back as standard `tool_calls` for the client to run.
 
@@ -29,7 +30,7 @@ from starlette.requests import ClientDisconnect
 
 from ..agent.chat import ChatFormat
 from ..agent.loop import LoopConfig, run_rollouts
-from ..agent.toolcalls import PARSERS
+from ..toolcalls import PARSERS
 from ..engines.base import Engine, SamplingConfig
 from ..engines.base import Request as EngineRequest
 from ..envs import conversation_env
@@ -80,7 +81,7 @@ class _ChatApp:
     def __init__(self, engine: Engine, fmt: ChatFormat, cfg: ServeConfig, model_name: str):
         self.fmt, self.cfg, self.model_name = fmt, cfg, model_name
         self.parser = PARSERS[LoopConfig.parser]()
-        self.make_env = conversation_env(cfg.env, **cfg.env_params)
+        self.make_env = conversation_env(cfg.environment, cfg.environment_params, fmt.tokenizer)
         limits = [n for n in (cfg.max_context_tokens, engine.max_model_len) if n]
         self.max_context = min(limits) if limits else LoopConfig.max_context_tokens
         self.batcher = MicroBatcher(engine)
@@ -118,18 +119,23 @@ class _ChatApp:
         self.in_flight += 1
         try:
             req = protocol.parse_request(await self._body(request))
-            job = await asyncio.wrap_future(self.pool.submit(self._prepare, req))
+            job = await asyncio.wrap_future(self.pool.submit(_no_stop_iteration, self._prepare, req))
         except BaseException:
             self.in_flight -= 1
             raise
         # from here on the job holds the slot; `_release` frees it exactly once
-        work = self.pool.submit(self._run, job)
+        work = self.pool.submit(_no_stop_iteration, self._run, job)
         if req.stream:
             return StreamingResponse(self._stream(job, work), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"},
                                      background=BackgroundTask(self._release, job))
         try:
             result = await self._wait(job, work, request)
+        except APIError:
+            raise
+        except Exception:  # answered here, not by the app-wide handler, which makes uvicorn drop the connection
+            log.exception("%s failed", job.id)
+            return JSONResponse(_INTERNAL.body(), status_code=_INTERNAL.status)
         finally:
             self._release(job)
         if result is None:  # the client left
@@ -185,12 +191,13 @@ class _ChatApp:
             bad = next((i for i, m in enumerate(messages) if m["role"] == "tool" or "tool_calls" in m), None)
             if bad is not None:
                 raise APIError(400, f"messages.{bad}: tool messages and tool_calls need the request's `tools` "
-                                    f"(pass-through mode); without `tools` the server runs its own {self.cfg.env} "
+                                    "(pass-through mode); without `tools` the server runs its own "
+                                    f"{self.cfg.environment} "
                                     "environment", param=f"messages.{bad}")
             try:
                 env = self.make_env(messages, req.seed or 0)
             except ValueError as e:
-                raise APIError(400, f"the {self.cfg.env} environment cannot take these messages: {e}",
+                raise APIError(400, f"the {self.cfg.environment} environment cannot take these messages: {e}",
                                param="messages") from None
         try:
             prompt_ids = self.fmt.head_ids(env.render(), env.tools) if env else self.fmt.head_ids(messages, tools)
@@ -217,10 +224,9 @@ class _ChatApp:
 
     def _agent(self, job: _Job) -> _Result:
         """One agent-loop rollout of the request's messages in its fresh environment; no answer, so no score."""
-        task = {"id": job.id, "task": "serve", "messages": job.env.render()}  # as the env shows the request
         loop = LoopConfig(max_tool_calls=job.max_tool_calls, max_context_tokens=self.max_context,
                           max_new_tokens=job.max_new_tokens)
-        (traj,) = run_rollouts([task], job.caller, self.fmt, lambda t, i: job.env, loop, progress=False)
+        (traj,) = run_rollouts([job.env.task], job.caller, self.fmt, lambda t, i: job.env, loop, progress=False)
         last = traj.steps[-1]
         if traj.stop_reason == "answer":
             content, finish = traj.answer, last.finish_reason
@@ -232,7 +238,7 @@ class _ChatApp:
     def _passthrough(self, job: _Job) -> _Result:
         """One completion with the client's tools; well-formed calls come back as `tool_calls`."""
         room = self.max_context - len(job.prompt_ids)
-        (out,) = job.caller.generate([EngineRequest(prompt_ids=job.prompt_ids, messages=job.messages, task={},
+        (out,) = job.caller.generate([EngineRequest(prompt_ids=job.prompt_ids, messages=job.messages,
                                                     max_new_tokens=min(job.max_new_tokens, room))])
         generated = len(out.token_ids if out.token_ids is not None else self.fmt.completion_ids(out.text))
         parsed = self.parser.parse(out.text)
@@ -309,6 +315,15 @@ def _trace(traj: Trajectory) -> dict:
         "steps": [{"text": s.text, "prompt_tokens": len(s.prompt_ids), "completion_tokens": len(s.completion_ids),
                    "finish_reason": s.finish_reason, "calls": s.calls} for s in traj.steps],
     }
+
+
+def _no_stop_iteration(fn, *args):
+    """`fn(*args)` in a request thread. An asyncio future cannot take a StopIteration (an engine or env may leak
+    one): it would never resolve and the request would hold its slot forever, so it is raised as a RuntimeError."""
+    try:
+        return fn(*args)
+    except StopIteration as e:
+        raise RuntimeError(f"StopIteration escaped {fn.__name__}") from e
 
 
 def _too_large(limit: int) -> APIError:

@@ -16,17 +16,19 @@ class ServeConfig:
         default=None, metadata={"help": "required as `Authorization: Bearer KEY` on every route when set; "
                                         "default: env SCULPTOR_RL_API_KEY, else no key"})
     served_model_name: str | None = field(default=None, metadata={"help": "the `model` clients send (default: --model)"})
-    env: str = field(default="acm", metadata={"help": "the environment each request runs in (sculptor_rl.envs)",
-                                              "choices": ["acm", "memtool"]})
-    env_params: dict | str | None = field(default=None, metadata={"help": "the environment's parameters (JSON on "
-                                                                          "the command line), e.g. memtool's mode"})
+    environment: str = field(default="acm", metadata={"help": "the environment each request runs in "
+                                                              "(sculptor_rl.envs): acm | memtool | a registered one"})
+    environment_params: dict | str | None = field(default=None, metadata={
+        "help": "the environment's parameters (JSON on the command line), e.g. memtool's mode"})
     # sampling when the request does not say (OpenAI's defaults)
     temperature: float = 1.0
     top_p: float = 1.0
     seed: int = 0
     # engine
     max_model_len: int | None = field(default=None, metadata={"help": "engine context length (default: the model's)"})
-    gpu_memory_utilization: float | None = field(default=None, metadata={"help": "vllm (default: 0.5 CPU, 0.85 GPU)"})
+    gpu_memory_utilization: float | None = field(default=None, metadata={"help": "vllm on GPU (default 0.85)"})
+    kv_cache_memory_bytes: int | None = field(default=None, metadata={
+        "help": "vllm: the KV cache in bytes (default on CPU: sized from need and the free memory)"})
     # limits per request
     max_context_tokens: int | None = field(default=None, metadata={"help": "prompt + generated tokens of the agent "
                                                                             "loop (default: max_model_len)"})
@@ -41,11 +43,11 @@ class ServeConfig:
     log_level: str = "info"
 
     def __post_init__(self):
-        if isinstance(self.env_params, str):
+        if isinstance(self.environment_params, str):
             try:
-                self.env_params = json.loads(self.env_params)
+                self.environment_params = json.loads(self.environment_params)
             except ValueError as e:
-                raise ValueError(f"env_params is not valid JSON: {e}") from None
-        self.env_params = self.env_params or {}
-        if not isinstance(self.env_params, dict):
-            raise ValueError(f"env_params must be a mapping, got {self.env_params!r}")
+                raise ValueError(f"environment_params is not valid JSON: {e}") from None
+        self.environment_params = self.environment_params or {}
+        if not isinstance(self.environment_params, dict):
+            raise ValueError(f"environment_params must be a mapping, got {self.environment_params!r}")

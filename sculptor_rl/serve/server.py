@@ -1,7 +1,7 @@
 """`sculptor-rl serve`: bind the port, start the engine, run the app on uvicorn (or in a thread: `Server`).
 
     sculptor-rl serve --model CKPT [--engine vllm|hf] [--host 127.0.0.1] [--port 8000] [--api-key KEY]
-    sculptor-rl serve --model CKPT --env memtool --env_params '{"mode": "autonomous"}'
+    sculptor-rl serve --model CKPT --environment memtool --environment_params '{"mode": "autonomous"}'
     sculptor-rl serve --config configs/serve/cpu.yaml [--port 9000 ...]
 """
 
@@ -18,7 +18,8 @@ import uvicorn
 
 from ..agent.chat import ChatFormat
 from ..engines import SamplingConfig, make_engine
-from ..envs import conversation_env, parse_config
+from ..config import parse_command
+from ..envs import params_of
 from ..models import DEFAULT_MODEL, resolve_model
 from .app import build_app
 from .config import ServeConfig
@@ -74,14 +75,15 @@ class Server:
 
 def serve(cfg: ServeConfig) -> None:
     cfg.api_key = cfg.api_key or os.environ.get(API_KEY_ENV) or None
-    conversation_env(cfg.env, **cfg.env_params)  # bad env parameters fail before the (slow) engine start
+    params_of(cfg.environment, cfg.environment_params)  # bad parameters fail before the (slow) engine start
     sock = bind(cfg.host, cfg.port)
     path = resolve_model(cfg.model)
     name = cfg.served_model_name or cfg.model or DEFAULT_MODEL
     fmt = ChatFormat.from_pretrained(path)
     kwargs = {}
-    if cfg.engine == "vllm" and cfg.gpu_memory_utilization is not None:
-        kwargs["gpu_memory_utilization"] = cfg.gpu_memory_utilization
+    if cfg.engine == "vllm":
+        kwargs = {k: v for k, v in (("gpu_memory_utilization", cfg.gpu_memory_utilization),
+                                    ("kv_cache_memory_bytes", cfg.kv_cache_memory_bytes)) if v is not None}
     log.info("starting the %s engine on %s", cfg.engine, path)
     engine = make_engine(cfg.engine, path, fmt, SamplingConfig(cfg.temperature, cfg.top_p, seed=cfg.seed),
                          max_model_len=cfg.max_model_len, **kwargs)
@@ -96,8 +98,8 @@ def serve(cfg: ServeConfig) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     try:
-        cfg = parse_config(ServeConfig, list(sys.argv[1:] if argv is None else argv), prog="sculptor-rl serve")
-    except ValueError as e:  # ServeConfig's own checks (env_params)
+        cfg = parse_command(ServeConfig, list(sys.argv[1:] if argv is None else argv), prog="sculptor-rl serve")
+    except ValueError as e:  # an unknown key or a wrong type, or ServeConfig's own checks
         sys.exit(f"error: {e}")
     try:
         serve(cfg)

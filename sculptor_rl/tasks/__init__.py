@@ -8,12 +8,14 @@ filler). Each family module has `generate(num, seed, **params) -> list[dict]`, `
 A record (one JSON object per line in files):
 
     {"id": "pi_llm-s0-00012", "task": "pi_llm",
-     "messages": [{"role": "system", "content": <short, general>},
-                  {"role": "user", "content": <intro>\\n\\n<long context>\\n\\n<question with answer format>}],
+     "messages": [{"role": "user", "content": <intro>\\n\\n<long context>\\n\\n<question with answer format>}],
      "answer": <JSON value: a str, or {key: value} for pi_llm>,
      "meta": {"bucket": "4/64", "approx_tokens": 1443, <generation params>, <what the question asks about:
               asked_keys (pi_llm), person (needlebench, babilong), request and occurrence (mrcr)>}}
 
+Records carry no system message: the environment a record runs in gives its own (`sculptor_rl.envs`).
+Records of the published benchmarks (`importers`, `sculptor-rl data import`) have `meta.benchmark` and
+`meta.context`, and are scored by that benchmark's own rule (`benchmark_scoring`).
 Token counts are chars/4 estimates (no tokenizer dependency); `context_tokens` params are in the same unit.
 """
 
@@ -27,6 +29,7 @@ FAMILIES = {module.NAME: module for module in (pi_llm, needlebench, mrcr, babilo
 ALL_FAMILIES = {**FAMILIES, memtool_sessions.NAME: memtool_sessions}
 
 from ..jsonl import write_jsonl  # noqa: E402
+from . import benchmark_scoring  # noqa: E402 (imports pi_llm)
 from .io import load_tasks, write_parquet  # noqa: E402 (io needs FAMILIES)
 
 __all__ = ["ALL_FAMILIES", "FAMILIES", "generate", "load_tasks", "render_answer", "score", "write_jsonl",
@@ -41,14 +44,26 @@ def family(task: str):
 
 def generate(task: str, num: int, seed: int = 0, **params) -> list[dict]:
     """`num` records of family `task`; the same (task, seed, params) always gives the same records."""
-    return family(task).generate(num, seed, **params)
+    import inspect
+
+    generator = family(task).generate
+    known = [p for p in inspect.signature(generator).parameters if p not in ("num", "seed")]
+    unknown = [p for p in params if p not in known]
+    if unknown:
+        raise ValueError(f"unknown {task} parameter {unknown[0]!r} (known: {', '.join(known)})")
+    return generator(num, seed, **params)
 
 
 def score(record: dict, response_text: str) -> float:
-    """How correct a final response is, in [0, 1]."""
+    """How correct a final response is, in [0, 1]: by its benchmark's own rule for an imported record
+    (`meta.benchmark`, see benchmark_scoring), else by its family's."""
+    if benchmark_scoring.benchmark(record):
+        return benchmark_scoring.score(record, response_text)
     return family(record["task"]).score(record, response_text)
 
 
 def render_answer(record: dict) -> str:
     """The ideal final response for a record (scores 1.0)."""
+    if benchmark_scoring.benchmark(record):
+        return benchmark_scoring.render_answer(record)
     return family(record["task"]).render_answer(record["answer"])

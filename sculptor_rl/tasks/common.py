@@ -9,11 +9,6 @@ from __future__ import annotations
 import random
 import re
 
-SYSTEM_PROMPT = (
-    "You have tools to fragment, fold, summarize, restore and search your context. Use them when they help, "
-    "then give your final answer without a tool call."
-)
-
 # Filler vocabulary. It shares no word with the needles (names, kinship terms, rooms, travel verbs, requests),
 # so a case-insensitive search for a name or a room only ever hits a needle; tests/test_tasks.py checks this.
 ADJECTIVES = (
@@ -85,9 +80,9 @@ def make_record(task: str, seed: int, index: int, intro: str, context: str, ques
     return {
         "id": f"{task}-s{seed}-{index:05d}",
         "task": task,
-        "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}],
+        "messages": [{"role": "user", "content": user}],  # the environment gives the system prompt
         "answer": answer,
-        "meta": {"bucket": bucket, "approx_tokens": approx_tokens(SYSTEM_PROMPT + user), **params, **meta},
+        "meta": {"bucket": bucket, "approx_tokens": approx_tokens(user), **params, **meta},
     }
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 
 from ..jsonl import iter_jsonl
 from . import ALL_FAMILIES
+from .benchmark_scoring import BENCHMARKS
 
 REQUIRED = ("id", "task", "messages", "answer")
 ROLES = ("system", "user", "assistant", "tool")
@@ -34,12 +35,14 @@ def write_parquet(records: Iterable[dict], path: str | Path) -> None:
 
 def load_tasks(source: str | Path, split: str = "train", limit: int | None = None) -> list[dict]:
     """Records from a `.jsonl` file, a `.parquet` file, or a `datasets` name or directory (`split` is used
-    only there). At most `limit` records, in order."""
+    only there). At most `limit` records, in order. An empty source is an error, not an empty run."""
     source = str(source)
     if source.endswith(".jsonl"):
         rows = iter_jsonl(source)
     elif source.endswith(".parquet"):
         rows = _parquet_rows(source)
+    elif Path(source).is_file():
+        raise ValueError(f"{source}: unknown task file format (use .jsonl, .parquet or a datasets directory)")
     else:
         rows = _datasets_rows(source, split)
     records, first_seen = [], {}
@@ -51,6 +54,8 @@ def load_tasks(source: str | Path, split: str = "train", limit: int | None = Non
             raise ValueError(f"{where}: duplicate id {record['id']!r} (first at {first_seen[record['id']]})")
         first_seen[record["id"]] = where
         records.append(record)
+    if not records and limit != 0:
+        raise ValueError(f"{source}: no task records in it")
     return records
 
 
@@ -64,8 +69,9 @@ def validate(record, where: str = "record") -> dict:
     for field in ("id", "task"):
         if not isinstance(record[field], str) or not record[field]:
             raise ValueError(f"{where}: field {field!r} must be a non-empty string, got {record[field]!r}")
-    if record["task"] not in ALL_FAMILIES:
-        raise ValueError(f"{where}: unknown task {record['task']!r} (known: {', '.join(sorted(ALL_FAMILIES))})")
+    if record["task"] not in ALL_FAMILIES and record["task"] not in BENCHMARKS:
+        known = sorted({*ALL_FAMILIES, *BENCHMARKS})
+        raise ValueError(f"{where}: unknown task {record['task']!r} (known: {', '.join(known)})")
     messages = record["messages"]
     if not isinstance(messages, list) or not messages:
         raise ValueError(f"{where}: field 'messages' must be a non-empty list")
@@ -97,14 +103,25 @@ def _decode(row, where: str):
 
 
 def _parquet_rows(path: str) -> Iterator[tuple[str, object]]:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    for number, row in enumerate(pq.read_table(path).to_pylist()):
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such file") from None
+    except (pa.ArrowException, OSError) as e:  # truncated, corrupt, or not Parquet at all
+        raise ValueError(f"{path}: not a readable Parquet file ({e})") from None
+    for number, row in enumerate(rows):
         yield f"{path} row {number}", row
 
 
 def _datasets_rows(source: str, split: str) -> Iterator[tuple[str, object]]:
     import datasets
 
-    for number, row in enumerate(datasets.load_dataset(source, split=split)):
+    try:
+        rows = datasets.load_dataset(source, split=split)
+    except (OSError, ValueError) as e:  # not found, no data files, no such split, hub unreachable
+        raise ValueError(f"{source}: cannot load it as a datasets name or directory ({e})") from None
+    for number, row in enumerate(rows):
         yield f"{source} [{split}] row {number}", row

@@ -3,7 +3,8 @@
 
 Values of one key are all distinct, so every line of the stream is unique and a stale value is always
 recognisably wrong. Scored per key: the fraction of asked keys whose last value is reported exactly
-(case-insensitive; accepted forms `key: value`, `key = value`, `... key is value`).
+(case-insensitive; accepted forms `The current value of key is value`, `key: value`, `key = value`,
+`... key is value`; see `reported_value`).
 """
 
 from __future__ import annotations
@@ -74,11 +75,24 @@ def generate(num: int, seed: int = 0, keys: int = 4, updates: int = 64, query: s
     return records
 
 
+_WRAP = r"[\s*`'\"\[\]<>]*"  # markdown, quotes and brackets around a key or a value
+_VALUE = rf"(?P<value>[^\n.,;!?]+?)[*`'\"\]>]*\s*(?=$|[\n.,;!?])"  # a value runs to the end of its clause
+
+
 def reported_value(response: str, key: str) -> str | None:
-    """The last value the response gives for `key`, or None."""
-    pattern = rf"(?<![\w]){re.escape(key)}(?![\w])[\s*`'\"]*(?::|=|\bis\b)[\s*`'\"]*([\w-]+)"
-    found = re.findall(pattern, response, re.IGNORECASE)
-    return found[-1] if found else None
+    """The value the response gives for `key` (case-insensitive), or None. Keys and values may have several
+    words: a value runs to the end of its clause. The answer form `The current value of KEY is VALUE` wins over
+    `KEY: VALUE`, `KEY = VALUE` and `KEY is VALUE`; of several, the last counts (a later correction).
+    """
+    name = r"\s+".join(map(re.escape, key.split()))
+    verbal = (rf"\b(?:current|last|latest|final|most recent)\s+value\s+(?:of|for)\s+(?:the\s+)?(?:key\s+)?"
+              rf"{_WRAP}{name}{_WRAP}\s(?:is|was)\b\s*:?{_WRAP}{_VALUE}")
+    plain = rf"(?<![\w]){name}(?![\w]){_WRAP}(?::|=|\bis\b){_WRAP}{_VALUE}"
+    for pattern in (verbal, plain):
+        found = [m["value"].strip() for m in re.finditer(pattern, response, re.IGNORECASE)]
+        if found:
+            return found[-1]
+    return None
 
 
 def score(record: dict, response: str) -> float:

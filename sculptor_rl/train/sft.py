@@ -15,27 +15,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from trl import SFTConfig, SFTTrainer, TrlParser
+from trl import SFTConfig, SFTTrainer
 
+from ..config import parse_command
 from ..models import resolve_model
 from ..samples import read_samples
 from .curves import CurvesCallback
+from .lora import LoraSettings, peft_config
 from .masked_lm import masked_token_logprobs
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class SculptorSFTConfig(SFTConfig):
+class SculptorSFTConfig(SFTConfig, LoraSettings):
+    """SFTConfig with our inputs; LoRA through TRL's `ModelConfig` fields (`use_peft`, `lora_r`, ...)."""
+
     model: str | None = field(default=None, metadata={"help": "HF id or path; default: the embedded SmolLM2-135M"})
     samples: str = field(default="", metadata={"help": "samples .jsonl made by `sculptor-rl samples`"})
     max_length: int | None = field(default=None, metadata={"help": "longer samples are dropped; None: the "
                                                                      "model's context length"})
-    use_peft: bool = field(default=False, metadata={"help": "train LoRA adapters (merged into the saved model)"})
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.05
-    lora_target_modules: list[str] = field(default_factory=lambda: ["all-linear"])
 
 
 class MaskedSFTTrainer(SFTTrainer):
@@ -75,7 +74,7 @@ def build_trainer(cfg: SculptorSFTConfig) -> MaskedSFTTrainer:
     cfg.max_length = cfg.max_length or getattr(model.config, "max_position_embeddings", None)
     dataset = load_sample_dataset(cfg.samples, cfg.max_length)
     trainer = MaskedSFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tokenizer,
-                               peft_config=lora_config(cfg), callbacks=[CurvesCallback()])
+                               peft_config=peft_config(cfg), callbacks=[CurvesCallback()])
     check_process_group(trainer.accelerator)
     return trainer
 
@@ -100,21 +99,26 @@ def check_process_group(accelerator) -> None:
                          f"{dist.get_world_size()}: without GPUs, set `ddp_backend: gloo` (DeepSpeed on CPU)")
 
 
-def lora_config(cfg):
-    """The LoRA adapters a config asks for (`use_peft` and the `lora_*` fields, shared by SFT and RL), or None."""
-    if not cfg.use_peft:
-        return None
-    from peft import LoraConfig
-
-    targets = cfg.lora_target_modules
-    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                      target_modules=targets[0] if targets == ["all-linear"] else targets, task_type="CAUSAL_LM")
-
-
 def _last_checkpoint(output_dir: str) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
+    """The newest whole `checkpoint-N` in `output_dir`. The Trainer writes `trainer_state.json` last, so a
+    checkpoint a kill cut short has none (or a torn one) and the one before it is used."""
+    import json
 
-    return get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    def whole(d: Path) -> bool:
+        try:
+            json.loads((d / "trainer_state.json").read_text())
+            return True
+        except (OSError, ValueError):
+            log.warning("%s is incomplete (a killed save?); resuming from an earlier checkpoint", d)
+            return False
+
+    if not Path(output_dir).is_dir():
+        return None
+    found = [d for d in Path(output_dir).glob(f"{PREFIX_CHECKPOINT_DIR}-*")
+             if d.is_dir() and d.name.split("-")[-1].isdigit()]
+    return next((str(d) for d in sorted(found, key=lambda d: -int(d.name.split("-")[-1])) if whole(d)), None)
 
 
 def save_final(trainer, tokenizer, out: Path) -> Path:
@@ -132,7 +136,12 @@ def save_final(trainer, tokenizer, out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    (cfg,) = TrlParser((SculptorSFTConfig,)).parse_args_and_config(argv)
+    import sys
+
+    try:
+        cfg = parse_command(SculptorSFTConfig, list(sys.argv[1:] if argv is None else argv), prog="sculptor-rl sft")
+    except ValueError as e:  # an unknown key or a wrong type in the config file, or the config's own checks
+        sys.exit(f"error: {e}")
     print(train(cfg))
 
 

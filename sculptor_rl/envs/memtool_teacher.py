@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import re
 
-from ..agent.toolcalls import HermesParser, format_tool_call
-from .catalogue import catalogue
-from .env import MANAGEMENT_TOOLS, PRUNE_STEP, SEARCH_STEP
-from .sessions import request_index
+from ..memtool.catalogue import catalogue
+from ..memtool.sessions import request_index
+from ..toolcalls import HermesParser, format_tool_call
+from .memtool import MANAGEMENT_TOOLS, PRUNE_STEP, SEARCH_STEP
 
 __all__ = ["teach", "keyword"]
 

@@ -1,64 +1,90 @@
-"""Evaluation modes: how a task's context reaches the model, and which environment the agent loop runs in.
+"""The no-tool baselines, as environments: how much of a task's context reaches the model without ACM.
 
-- `acm`: the task as it is, in an ACM workspace (the six tools).
-- `full`: the whole context, no tools.
-- `truncate`: the context cut to its last `context_budget` tokens (the question is kept), no tools.
+- `full`: the whole context;
+- `truncate`: the context cut to its last `context_budget` tokens (the question is kept);
 - `bm25`: the paper's RAG baseline (Appendix D.4): the context in chunks of about `chunk_tokens` tokens, ranked
-  by BM25 against the question, the best chunks up to `context_budget` tokens kept in document order, no tools.
+  by BM25 against the question, the best chunks up to `context_budget` tokens kept in document order.
 
-Every mode runs through the same agent loop; the baselines' environment exposes no tools and the loop allows
-no tool call, so their first completion is the answer. A task's user message is `intro \\n\\n context \\n\\n
-question` (sculptor_rl/tasks); users' own data must follow that layout for `truncate` and `bm25`.
+None holds a tool, so the first completion is the answer (eval also allows no tool call). Their system prompt
+announces no tools. A task's last user message is `intro \\n\\n context \\n\\n question` (sculptor_rl/tasks);
+users' own data must follow that layout for `truncate` and `bm25`, which need the policy's tokenizer.
+`original()` is the whole context, so a trajectory's context reduction is measured against it.
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from dataclasses import dataclass
 
-from ..acm import ToolResult
-from ..envs import acm_env
-from ..tasks.common import SYSTEM_PROMPT as ACM_SYSTEM_PROMPT
+from .base import Env
 
-__all__ = ["MODES", "BASELINE_SYSTEM_PROMPT", "PlainContext", "bm25_context", "check_mode", "chunks", "make_env",
-           "prepare", "split_user", "truncate_context"]
+__all__ = ["BASELINE_SYSTEM_PROMPT", "BaselineParams", "Bm25Env", "FullEnv", "TruncateEnv", "bm25_context", "chunks",
+           "split_user", "truncate_context"]
 
-MODES = ("acm", "full", "truncate", "bm25")
-
-# The generated tasks' system prompt announces the ACM tools; the baselines have none, so they get this one.
 BASELINE_SYSTEM_PROMPT = "Read the text the user gives you and answer the question at its end."
 _SPACE = re.compile(r"\s")
 
 
-class PlainContext:
-    """An environment without tools: the conversation shown as it is (the full, truncate and bm25 modes)."""
+@dataclass
+class BaselineParams:
+    context_budget: int = 1500  # tokens of context truncate and bm25 keep (paper D.4: ~1500)
+    chunk_tokens: int = 200  # bm25 chunk size (paper D.4: 200)
 
-    tools: list[dict] = []
+    def __post_init__(self):
+        for name in ("context_budget", "chunk_tokens"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
-    def __init__(self, messages: list[dict]):
-        self.messages = [dict(m) for m in messages]
+
+class FullEnv(Env):
+    name = "full"
+    system_prompt = BASELINE_SYSTEM_PROMPT
+
+
+class _ShrunkEnv(FullEnv):
+    """The last user message's context shrunk by `shrink(context, question)`; `original()` keeps it whole."""
+
+    Params = BaselineParams
+
+    def __init__(self, task: dict, params: BaselineParams | None = None, **kwargs):
+        super().__init__(task, params, **kwargs)
+        if self.tokenizer is None:
+            raise ValueError(f"the {self.name} environment needs the policy's tokenizer")
+        users = [i for i, m in enumerate(self.messages) if m["role"] == "user"]
+        if not users:
+            raise ValueError(f"task {task['id']}: no user message to take the context from")
+        self.shown = [dict(m) for m in self.messages]
+        intro, context, question = split_user(self.shown[users[-1]]["content"])
+        self.shown[users[-1]]["content"] = f"{intro}\n\n{self.shrink(context, question)}\n\n{question}"
+
+    def shrink(self, context: str, question: str) -> str:
+        raise NotImplementedError
 
     def render(self) -> list[dict]:
+        return [dict(m) for m in self.shown]
+
+    def original(self) -> list[dict]:
         return [dict(m) for m in self.messages]
 
-    original = render
-
     def append(self, message: dict) -> None:
+        self.shown.append(dict(message))
         self.messages.append(dict(message))
 
-    def execute(self, name, arguments) -> ToolResult:
-        return ToolResult(f"Error: no tools are available here (called {name!r}).", ok=False, modified=False)
+
+class TruncateEnv(_ShrunkEnv):
+    name = "truncate"
+
+    def shrink(self, context: str, question: str) -> str:
+        return truncate_context(context, self.params.context_budget, self.tokenizer)
 
 
-def make_env(mode: str, seed: int):
-    """The environment factory `run_rollouts` takes, for `mode`."""
-    check_mode(mode)
-    return acm_env(seed) if mode == "acm" else (lambda task, index: PlainContext(task["messages"]))
+class Bm25Env(_ShrunkEnv):
+    name = "bm25"
 
-
-def check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
+    def shrink(self, context: str, question: str) -> str:
+        return bm25_context(context, question, self.params.context_budget, self.params.chunk_tokens, self.tokenizer)
 
 
 def split_user(text: str) -> tuple[str, str, str]:
@@ -135,27 +161,3 @@ def bm25_context(context: str, question: str, budget: int, chunk_tokens: int, to
             kept.append(i)
             used += n
     return "".join(pieces[i] for i in sorted(kept))
-
-
-def prepare(task: dict, mode: str, tokenizer, context_budget: int = 1500, chunk_tokens: int = 200) -> dict:
-    """The task as `mode` shows it to the model. `acm` keeps it as it is; the baselines swap the generated
-    tasks' ACM system prompt for a tool-free one and `truncate`/`bm25` shrink the last user message's context."""
-    check_mode(mode)
-    if mode == "acm":
-        return task
-    messages = [dict(m) for m in task["messages"]]
-    for m in messages:
-        if m["role"] == "system" and m["content"] == ACM_SYSTEM_PROMPT:
-            m["content"] = BASELINE_SYSTEM_PROMPT
-    if mode != "full":
-        users = [i for i, m in enumerate(messages) if m["role"] == "user"]
-        if not users:
-            raise ValueError(f"task {task['id']}: no user message to take the context from")
-        user = users[-1]
-        intro, context, question = split_user(messages[user]["content"])
-        if mode == "truncate":
-            context = truncate_context(context, context_budget, tokenizer)
-        else:
-            context = bm25_context(context, question, context_budget, chunk_tokens, tokenizer)
-        messages[user]["content"] = f"{intro}\n\n{context}\n\n{question}"
-    return {**task, "messages": messages}

@@ -1,9 +1,9 @@
-"""Scripted teachers: stateless policies that solve each task family with the ACM tools (SFT data without a
-strong model endpoint).
+"""Scripted teachers: stateless policies that solve each task family with its environment's tools (SFT data
+without a strong model endpoint), and `ScriptedTeacher`, the policy the agent loop runs them as.
 
 A teacher is `teacher(task, messages, tools=None) -> str`. `messages` is the conversation as the model sees it
 now (the rendered workspace: system, user, then the assistant and tool messages so far) and `tools` the tool
-schemas it holds (the ACM teachers need not read them; memtool's, `sculptor_rl.memtool.teacher`, registered
+schemas it holds (the ACM teachers need not read them; memtool's, `sculptor_rl.envs.memtool_teacher`, registered
 here too, reads its loaded tools there); the return value is the next
 assistant completion: Hermes tool calls (`format_tool_call`, several per completion, run in order) or the
 final answer. Its state is read back from the conversation (the calls it made, their results). It may use
@@ -43,11 +43,12 @@ import re
 from dataclasses import dataclass
 from collections.abc import Callable
 
-from ..agent.toolcalls import HermesParser, ToolCall, format_tool_call
+from ..engines.base import Completion, Request
 from ..memtool import sessions as memtool_sessions
-from ..memtool.teacher import teach as memtool_teach
-from . import babilong, mrcr, needlebench, pi_llm
-from .common import context_bounds, render_value
+from ..tasks import babilong, mrcr, needlebench, pi_llm
+from ..tasks.common import context_bounds, render_value
+from ..toolcalls import HermesParser, ToolCall, format_tool_call
+from .memtool_teacher import teach as memtool_teach
 
 Span = tuple[int, int]
 SEARCH_ARGS = {"max_results": 50, "context_size": 100}
@@ -214,3 +215,24 @@ def teacher_for(task_name: str) -> Callable[..., str]:
     if task_name not in TEACHERS:
         raise ValueError(f"no scripted teacher for task {task_name!r} (have: {', '.join(sorted(TEACHERS))})")
     return TEACHERS[task_name]
+
+
+class ScriptedTeacher:
+    """The teachers as the policy of a run over `tasks`: each request's next completion comes from its task
+    family's teacher. A request names its rollout (`Request.rollout_id`, "<task id>/<copy>"); the task is looked
+    up here, so no engine request carries a task."""
+
+    max_model_len = None
+
+    def __init__(self, tasks: list[dict]):
+        self.tasks = {t["id"]: t for t in tasks}
+        for task in self.tasks.values():
+            teacher_for(task["task"])  # a family without a teacher fails before any rollout
+
+    def generate(self, requests: list[Request]) -> list[Completion]:
+        out = []
+        for r in requests:
+            task = self.tasks[r.rollout_id.rsplit("/", 1)[0]]
+            out.append(Completion(text=teacher_for(task["task"])(task, r.messages, r.tools)))
+        return out
+

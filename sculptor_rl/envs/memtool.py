@@ -31,13 +31,17 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
-from ..acm import ToolResult
 from ..acm.schemas import ToolError, show
-from . import sessions
-from .catalogue import QUARTERS, SEARCH_TOP_K, YEARS, catalogue
-from .metrics import session_reward
+from ..memtool import sessions
+from ..memtool.catalogue import QUARTERS, SEARCH_TOP_K, YEARS, catalogue
+from ..memtool.metrics import session_reward
+from ..toolcalls import ToolResult
+from .base import Env
 
-__all__ = ["MODES", "MANAGEMENT_TOOLS", "MemToolConfig", "MemToolEnv", "Turn", "PRUNE_STEP", "SEARCH_STEP"]
+__all__ = ["MODES", "MANAGEMENT_TOOLS", "MEMTOOL_SYSTEM_PROMPT", "MemToolConfig", "MemToolEnv", "Turn", "PRUNE_STEP",
+           "SEARCH_STEP"]
+
+MEMTOOL_SYSTEM_PROMPT = "You answer a user's requests about companies' financial figures with tools from a catalogue."
 
 MODES = ("autonomous", "workflow", "hybrid")
 
@@ -75,7 +79,7 @@ ANSWER_STEP = "{outcome} Now answer the request: call your tools, then reply wit
 
 @dataclass
 class MemToolConfig:
-    """The environment's parameters (`--env-param K=V` on the command line)."""
+    """The environment's parameters (`--environment-param K=V` on the command line)."""
 
     mode: str = "autonomous"  # autonomous | workflow | hybrid
     limit: int = 128  # catalogue tools that may be loaded at once
@@ -107,14 +111,18 @@ class Turn:
     completed: bool = False  # the reply holds every asked value
 
 
-class MemToolEnv:
+class MemToolEnv(Env):
     """One session of a `memtool` task record in one mode. Deterministic: no randomness at all."""
 
-    def __init__(self, task: dict, config: MemToolConfig = MemToolConfig()):
+    name = "memtool"
+    Params = MemToolConfig
+    system_prompt = MEMTOOL_SYSTEM_PROMPT
+
+    def __init__(self, task: dict, params: MemToolConfig | None = None, **kwargs):
         if task.get("task") != sessions.NAME:
             raise ValueError(f"the memtool env runs {sessions.NAME!r} tasks, got {task.get('task')!r}")
-        self.task, self.config = task, config
-        self.mode, self.limit = config.mode, config.limit
+        super().__init__(task, params, **kwargs)
+        self.mode, self.limit = self.params.mode, self.params.limit
         self.requests = task["meta"]["requests"]
         self.catalogue = catalogue()
         self.loaded: list[str] = []  # catalogue tool names, in the order they were loaded
@@ -126,12 +134,12 @@ class MemToolEnv:
         self._open(0)
 
     @classmethod
-    def conversation(cls, messages: list[dict], config: MemToolConfig = MemToolConfig()) -> "MemToolEnv":
-        """A session over a served conversation (`serve --env memtool`): each user message is a request, the
+    def conversation(cls, messages: list[dict], params: MemToolConfig | None = None, **kwargs) -> "MemToolEnv":
+        """A session over a served conversation (`serve --environment memtool`): each user message is a request, the
         assistant message after it (if any) its reply, and the loop answers the last one; a leading system
-        message replaces the training one. A server keeps no state between HTTP requests, so the tool set
+        message follows the environment's. A server keeps no state between HTTP requests, so the tool set
         starts empty; the requests carry no expected calls, so nothing is scored."""
-        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else sessions.SYSTEM_PROMPT
+        system = [m for m in messages[:1] if m["role"] == "system"]
         turns: list[list] = []  # [request text, its reply or None]
         for m in messages:
             if m["role"] == "user":
@@ -142,9 +150,8 @@ class MemToolEnv:
             raise ValueError("the conversation must end with a user message (the request to answer)")
         n = len(turns)
         env = cls({"id": "conversation", "task": sessions.NAME, "answer": [[] for _ in turns],
-                   "messages": [{"role": "system", "content": system},
-                                {"role": "user", "content": sessions.request_message(0, n, turns[0][0])}],
-                   "meta": {"requests": [{"text": text, "calls": []} for text, _ in turns]}}, config)
+                   "messages": [*system, {"role": "user", "content": sessions.request_message(0, n, turns[0][0])}],
+                   "meta": {"requests": [{"text": text, "calls": []} for text, _ in turns]}}, params, **kwargs)
         for i, (text, reply) in enumerate(turns[:-1]):  # earlier requests: shown as asked and answered
             env.current = [{"role": "user", "content": sessions.request_message(i, n, text)},
                            {"role": "assistant", "content": reply or ""}]
@@ -161,7 +168,7 @@ class MemToolEnv:
         return _HELD[self.mode] + [self.catalogue[n].schema for n in self.loaded]
 
     def render(self) -> list[dict]:
-        window = self.finished[-self.config.history_turns:] if self.config.history_turns else []
+        window = self.finished[-self.params.history_turns:] if self.params.history_turns else []
         return [{"role": "system", "content": self._system()}, *(m for turn in window for m in turn), *self.current]
 
     def original(self) -> list[dict]:
@@ -219,7 +226,7 @@ class MemToolEnv:
         self._open(len(self.replies))
         return True
 
-    def score(self) -> float:
+    def score(self, answer: str | None) -> float:
         """Task completion: the fraction of the session's requests answered exactly (unreached ones count 0)."""
         return sessions.score(self.task, self.replies)
 
@@ -230,8 +237,8 @@ class MemToolEnv:
             turns[-1]["loaded"] = len(self.loaded)  # the rollout stopped inside this turn
         return {"env": "memtool", "mode": self.mode, "limit": self.limit, "turns": turns}
 
-    def reward(self, traj, cfg) -> float:
-        return session_reward(traj, cfg, self.config.loaded_tools_penalty)
+    def reward(self, traj) -> float:
+        return session_reward(traj, self.reward_config, self.params.loaded_tools_penalty)
 
     # ---- management ----
 
@@ -267,10 +274,10 @@ class MemToolEnv:
     # ---- the session ----
 
     def _system(self) -> str:
-        parts = [self.task["messages"][0]["content"], _MODE_PROMPTS[self.mode]]
-        dropped = len(self.finished) - self.config.history_turns
-        if self.config.digest_turns and dropped > 0:
-            first = max(0, dropped - self.config.digest_turns)
+        parts = [self.messages[0]["content"], _MODE_PROMPTS[self.mode]]
+        dropped = len(self.finished) - self.params.history_turns
+        if self.params.digest_turns and dropped > 0:
+            first = max(0, dropped - self.params.digest_turns)
             lines = [f"- {sessions.request_message(i, len(self.requests), self.requests[i]['text'])} "
                      f"You replied: {' '.join(self.replies[i].split())[:200]}" for i in range(first, dropped)]
             parts.append("Earlier requests (digest):\n" + "\n".join(lines))

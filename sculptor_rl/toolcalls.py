@@ -1,7 +1,9 @@
-"""Tool-call text formats: Hermes `<tool_call>{json}</tool_call>` (Qwen2.5/Qwen3, our default template).
+"""Tool calls and their results, the bottom layer every other module may import.
 
-A parser turns a completion's text into the calls it makes, in order; what cannot be parsed is reported as
-a format error instead of raising, so a rollout never crashes on a bad completion.
+Text formats: Hermes `<tool_call>{json}</tool_call>` (Qwen2.5/Qwen3, our default template). A parser turns a
+completion's text into the calls it makes, in order; what cannot be parsed is reported as a format error
+instead of raising, so a rollout never crashes on a bad completion. `ToolResult` is what an environment's
+tool returns to the agent loop.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["ToolCall", "ParsedCompletion", "HermesParser", "PARSERS", "format_tool_call"]
+__all__ = ["ToolCall", "ToolResult", "ParsedCompletion", "HermesParser", "PARSERS", "format_tool_call"]
 
 
 @dataclass
@@ -18,6 +20,13 @@ class ToolCall:
     name: str | None
     arguments: dict | str | None  # a str when the arguments were not a JSON object (the tool reports it)
     error: str | None = None  # set, with no name, for a block that could not be parsed
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    text: str  # what the model reads; starts with "Error:" exactly when ok is False
+    ok: bool
+    modified: bool  # a context-modifying tool succeeded and the rendered view changed
 
 
 @dataclass

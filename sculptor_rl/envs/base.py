@@ -1,0 +1,91 @@
+"""The environment contract: everything the model can see and do in one rollout, behind hooks with defaults.
+
+The agent loop (`sculptor_rl.agent.loop`) knows an environment only through this class. Per rollout it builds
+one (`make_env(task, index)`, see `sculptor_rl.envs.make_env_factory`), then at every step reads `tools` and
+`render()`, `append()`s the model's and the tools' messages, `execute()`s each call, and at the end asks for
+`score()`, `reward()` and `info()`. A subclass overrides what it needs:
+
+- `system_prompt`: given to every record, generated or a user's own (records carry none); a record's own
+  system message follows it in the same system turn;
+- `tools`: the schemas the model holds now (read at every step: they may change);
+- `render()` / `original()`: the messages as shown now, and before any in-place rewrite (index-aligned);
+- `append(message)`, `execute(name, arguments) -> ToolResult` (default: no tools);
+- `on_answer(text) -> bool`: a completion without tool calls; True when the env appended the next user turn
+  and the rollout goes on (a multi-turn session; default False: the answer ends the rollout);
+- `score(answer) -> float` (default: the task family's scorer), `reward(traj) -> float` (default: design
+  eq. 4, `reward.compute_reward`), `info() -> dict` (the env's record of the rollout, `Trajectory.info`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..tasks import score as score_task
+from ..toolcalls import ToolResult
+from .reward import RewardConfig, compute_reward
+
+__all__ = ["Env", "NoParams", "ToolResult", "with_system"]
+
+
+@dataclass
+class NoParams:
+    """The parameters of an environment that takes none."""
+
+
+def with_system(prompt: str, messages: list[dict]) -> list[dict]:
+    """`messages` (copied) headed by the environment's system prompt; a record's own system message is kept
+    after it, in the same turn."""
+    messages = [dict(m) for m in messages]
+    if not prompt:
+        return messages
+    if messages and messages[0]["role"] == "system":
+        return [{"role": "system", "content": f"{prompt}\n\n{messages[0]['content']}"}, *messages[1:]]
+    return [{"role": "system", "content": prompt}, *messages]
+
+
+class Env:
+    """A rollout's environment over `task` (a record: id, messages, and for scoring task + answer)."""
+
+    name = "plain"  # the registry's name for it
+    Params = NoParams  # a dataclass of the env's parameters, checked by the registry
+    system_prompt = ""
+    tools: list[dict] = []
+
+    def __init__(self, task: dict, params=None, *, seed: int = 0, reward: RewardConfig | None = None,
+                 tokenizer=None):
+        self.task, self.params, self.seed, self.tokenizer = task, params or self.Params(), seed, tokenizer
+        self.reward_config = reward or RewardConfig()
+        self.messages = with_system(self.system_prompt, task["messages"])
+
+    @classmethod
+    def conversation(cls, messages: list[dict], params=None, *, seed: int = 0, tokenizer=None) -> "Env":
+        """The env over a served client's conversation (no answer: nothing is scored)."""
+        return cls({"id": "conversation", "messages": messages}, params, seed=seed, tokenizer=tokenizer)
+
+    def render(self) -> list[dict]:
+        return [dict(m) for m in self.messages]
+
+    def original(self) -> list[dict]:
+        return self.render()
+
+    def append(self, message: dict) -> None:
+        self.messages.append(dict(message))
+
+    def execute(self, name, arguments) -> ToolResult:
+        return ToolResult(f"Error: no tools are available here (called {name!r}).", ok=False, modified=False)
+
+    def on_answer(self, text: str) -> bool:
+        return False
+
+    def score(self, answer: str | None) -> float:
+        """How correct the final answer is, in [0, 1]: the task family's scorer; 0 without an answer (a cap
+        stopped the rollout) or without an expected one (a served request)."""
+        if answer is None or self.task.get("answer") is None:
+            return 0.0
+        return score_task(self.task, answer)
+
+    def reward(self, traj) -> float:
+        return compute_reward(traj, self.reward_config)
+
+    def info(self) -> dict:
+        return {}

@@ -1,0 +1,207 @@
+"""Scorers of the published benchmarks, each following that benchmark's own rule (its source named below).
+
+A record imported by `sculptor_rl.tasks.importers` has `meta.benchmark` set to one of `BENCHMARKS`;
+`sculptor_rl.tasks.score` sends it here. Every scorer first drops the response's `<think>` blocks (a reasoning
+model's thoughts are not its answer) and returns a float in [0, 1].
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from difflib import SequenceMatcher
+
+from . import pi_llm
+from .common import answer_text, drop_reasoning
+
+BENCHMARKS = ("pi_llm", "needlebench", "mrcr", "babilong", "longbench_v2", "frames")
+
+
+def benchmark(record: dict) -> str | None:
+    """The benchmark whose rule scores `record`, or None for a generated record."""
+    return (record.get("meta") or {}).get("benchmark")
+
+
+def score(record: dict, response: str) -> float:
+    name = benchmark(record)
+    if name not in SCORERS:
+        raise ValueError(f"record {record.get('id')!r}: unknown benchmark {name!r} (known: {', '.join(BENCHMARKS)})")
+    return SCORERS[name](record, drop_reasoning(response))
+
+
+def render_answer(record: dict) -> str:
+    """The ideal response in the benchmark's own answer form (scores 1.0)."""
+    answer = record["answer"]
+    return {
+        "pi_llm": lambda: " ".join(f"The current value of {k} is {v}." for k, v in answer.items()),
+        "needlebench": lambda: f"The eldest relative is \\boxed{{{answer}}}.",
+        "mrcr": lambda: answer,
+        "babilong": lambda: f"{answer}.",
+        "longbench_v2": lambda: f"The correct answer is ({answer})",
+        "frames": lambda: f"Answer: {answer}",
+    }[benchmark(record)]()
+
+
+def score_pi_llm(record: dict, response: str) -> float:
+    """PI-LLM: the fraction of keys whose reported value is exactly the last one.
+
+    Rule of the benchmark's evaluator (open-compass/opencompass,
+    opencompass/openicl/icl_evaluator/pi_llm_evaluator.py, `grade_pi_response`; data giantfish-fly/pi-llm):
+    the answer form is `The current value of <key> is <value>.`, `<key>: <value>` lines are accepted too and
+    the verbal form wins over them; a value is right when it equals `answer_formatted[key]` after quotes,
+    brackets and asterisks are stripped (case-sensitive). The reference extractor reads keys and values of at
+    most two words; here each known key is looked up (`pi_llm.reported_value`), so keys and values of any
+    number of words are read whole.
+    """
+    answer = record["answer"]
+    right = sum(_squash(pi_llm.reported_value(response, key) or "") == _squash(value) for key, value in answer.items())
+    return right / len(answer)
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+_BOXED = "\\boxed{"
+
+
+def last_boxed(text: str) -> str | None:
+    """The content of the last `\\boxed{...}` (nested braces kept), or None."""
+    start = text.rfind(_BOXED)
+    if start < 0:
+        return None
+    depth, i = 1, start + len(_BOXED)
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[i:j]
+    return None  # unbalanced: no answer
+
+
+def score_needlebench(record: dict, response: str) -> float:
+    """NeedleBench v2 multi-needle reasoning: 1.0 if the last `\\boxed{}` holds exactly the eldest ancestor.
+
+    Rule of open-compass/opencompass, opencompass/datasets/needlebench_v2/atc_elder_only.py
+    (`needlebench_atc_postprocess_v2`, `clean_atc_answer`, `NeedleBenchATCEvaluator`): the boxed text with
+    `\\text{}` unwrapped, backslashes, quotes and tildes removed and whitespace collapsed must equal the
+    answer (stripped, case-sensitive). No box: wrong.
+    """
+    boxed = last_boxed(response)
+    if boxed is None:
+        return 0.0
+    text = re.sub(r"\\text\{([^}]+)\}", r"\1", boxed)
+    text = re.sub(r"\s+", " ", text.replace("\\", "")).strip()
+    text = text.replace('"', "").replace("'", "").replace("~", " ")
+    return float(text == record["answer"].strip())
+
+
+def score_mrcr(record: dict, response: str) -> float:
+    """OpenAI MRCR: difflib SequenceMatcher ratio between response and answer, 0 without the random prefix.
+
+    Rule of the dataset card's `grade()` (huggingface.co/datasets/openai/mrcr, README "Implementation
+    details"): a response that does not start with `random_string_to_prepend` scores 0; else the prefix is
+    removed from both response and answer and their `SequenceMatcher(None, a, b).ratio()` is the score.
+    Leading whitespace (left where a `<think>` block was dropped) is ignored.
+    """
+    prefix = record["meta"]["random_string_to_prepend"]
+    response = response.lstrip()
+    if not response.startswith(prefix):
+        return 0.0
+    got, gold = response.removeprefix(prefix), record["answer"].removeprefix(prefix)
+    return SequenceMatcher(None, got, gold).ratio()
+
+
+# The answer vocabulary of each bAbI task (booydar/babilong, babilong/metrics.py `TASK_LABELS`; none for qa8).
+BABILONG_LABELS = {
+    **dict.fromkeys(("qa1", "qa2", "qa3", "qa4"), {"bathroom", "bedroom", "garden", "hallway", "kitchen", "office"}),
+    "qa5": {"bill", "fred", "jeff", "mary", "apple", "football", "milk"},
+    "qa6": {"no", "yes"},
+    "qa7": {"none", "one", "two"},
+    "qa9": {"no", "yes"},
+    "qa10": {"maybe", "no", "yes"},
+}
+
+
+def score_babilong(record: dict, response: str) -> float:
+    """BABILong: 1.0 if the target is the only answer label in the response's first sentence.
+
+    Rule of booydar/babilong, babilong/metrics.py (`compare_answers`, `preprocess_output`): the response
+    lower-cased, cut at the first `.` and at `<context>` / `<example>`; the task's labels found in it, minus
+    those the question mentions, must be exactly {target}. A task without a label set (qa8, qa11+) is right
+    when the target's words all occur in that first sentence.
+    """
+    first = response.lower().split(".")[0].split("<context>")[0].split("<example>")[0]
+    target, question = record["answer"].lower(), record["meta"]["question"].lower()
+    labels = BABILONG_LABELS.get(record["meta"].get("babilong_task", ""))
+    if labels is None:
+        found = set(re.findall(r"[\w'-]+", first))
+        return float(all(word in found for word in re.findall(r"[\w'-]+", target)))
+    named = {label for label in labels if label in first} - {label for label in labels if label in question}
+    return float(named == {target})
+
+
+def longbench_v2_choice(response: str) -> str | None:
+    """The choice letter of `The correct answer is (X)` (or `... is X`), asterisks ignored; else None."""
+    response = response.replace("*", "")
+    match = re.search(r"The correct answer is \(([A-D])\)", response) or re.search(
+        r"The correct answer is ([A-D])", response)
+    return match.group(1) if match else None
+
+
+def score_longbench_v2(record: dict, response: str) -> float:
+    """LongBench v2: 1.0 if the extracted choice letter is the answer letter.
+
+    Rule of THUDM/LongBench, pred.py (`extract_answer`, prompts/0shot.txt answer form): the first
+    `The correct answer is (X)`, else the first `The correct answer is X`, X in A-D; no letter is wrong.
+    """
+    return float(longbench_v2_choice(response) == record["answer"])
+
+
+def normalize_answer(text: str) -> str:
+    """Lower case, punctuation and articles (a, an, the) removed, whitespace collapsed (SQuAD's normalization)."""
+    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
+
+
+def score_frames(record: dict, response: str) -> float:
+    """FRAMES by normalized match: 1.0 if the normalized gold answer occurs, as whole words, in the normalized
+    answer text (after the last `Answer:` label, else the whole response).
+
+    FRAMES (google/frames-benchmark; Krishna et al. 2025) reports accuracy judged by an LLM against the gold
+    `Answer`; this offline rule is the strict, reproducible stand-in, and `frames_judge` gives the judged
+    accuracy the Sculptor paper reports.
+    """
+    gold, got = normalize_answer(record["answer"]), normalize_answer(answer_text(response, multiline=True))
+    return float(bool(gold) and f" {gold} " in f" {got} ")
+
+
+JUDGE_PROMPT = """You grade an answer to a question against the ground truth.
+Question: {question}
+Ground truth: {gold}
+Answer to grade: {response}
+Does the answer state the ground truth (the same fact; wording, units and formatting may differ; extra
+correct detail is fine, a wrong or missing final answer is not)? Reply with one word: TRUE or FALSE."""
+
+
+def judge_verdict(text: str) -> float:
+    """1.0 if the judge's last TRUE/FALSE is TRUE, else 0.0 (no verdict counts as wrong)."""
+    verdicts = re.findall(r"\b(TRUE|FALSE)\b", text.upper())
+    return float(bool(verdicts) and verdicts[-1] == "TRUE")
+
+
+def frames_judge(record: dict, response: str, base_url: str, model: str, api_key: str = "EMPTY",
+                 timeout: float = 60.0) -> float:
+    """FRAMES judged accuracy: an LLM behind any OpenAI-compatible endpoint (`base_url`, e.g.
+    http://127.0.0.1:8000/v1) compares the answer with the gold one; greedy, one word back."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=base_url, api_key=api_key, timeout=timeout)
+    prompt = JUDGE_PROMPT.format(question=record["meta"]["question"], gold=record["answer"],
+                                 response=answer_text(drop_reasoning(response), multiline=True))
+    reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}],
+                                           temperature=0.0, max_tokens=8)
+    return judge_verdict(reply.choices[0].message.content or "")
+
+
+SCORERS = {"pi_llm": score_pi_llm, "needlebench": score_needlebench, "mrcr": score_mrcr, "babilong": score_babilong,
+           "longbench_v2": score_longbench_v2, "frames": score_frames}

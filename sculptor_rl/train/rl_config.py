@@ -1,0 +1,202 @@
+"""The RL command's config (`SculptorGRPOConfig`), its checks and its plan: everything `sculptor-rl rl validate`
+needs, without loading a model or starting an engine. The trainer is `sculptor_rl.train.rl`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trl import GRPOConfig
+
+from ..agent.loop import LoopConfig
+from ..envs import RewardConfig, params_of
+from .lora import LoraSettings
+from .loss import IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, LOSS_WEIGHTINGS
+
+__all__ = ["ENGINES", "VLLM_MODES", "SculptorGRPOConfig", "check_config", "plan", "validate"]
+
+ENGINES = ("vllm", "ray", "hf")
+VLLM_MODES = ("colocate", "server")
+_TRL_DEFAULTS = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+
+
+@dataclass
+class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LoraSettings):
+    """GRPOConfig with the agent loop's (`LoopConfig`) and the reward's (`RewardConfig`) settings under the names
+    eval and serve use, and LoRA as TRL's `ModelConfig` names it; defaults follow the Sculptor paper's GSPO
+    (ε 3e-4/4e-4, β 0, lr 1e-6, AdamW). Two loop settings have a TRL field of their own, kept equal to ours:
+    `max_completion_length` is `max_new_tokens`, `vllm_max_model_length` is `max_model_len` (set ours; TRL's
+    follow). `vllm_mode`, `vllm_gpu_memory_utilization` and the `vllm_server_*` fields keep TRL's meaning."""
+
+    model: str | None = field(default=None, metadata={"help": "HF id or path; default: the embedded SmolLM2-135M"})
+    tasks: str = field(default="", metadata={"help": "tasks: .jsonl, .parquet or a datasets name (`data generate`)"})
+    tasks_limit: int | None = field(default=None, metadata={"help": "use the first N tasks"})
+    environment: str = field(default="acm", metadata={"help": "the loop's environment (sculptor_rl.envs): acm | "
+                                                              "memtool | a registered one"})
+    environment_params: dict | str | None = field(default=None, metadata={"help": "the environment's parameters "
+                                                                                  "(JSON on the command line)"})
+    max_model_len: int | None = field(default=None, metadata={"help": "the engine's window (None: the model's)"})
+    engine: str = field(default="vllm", metadata={"help": "vllm (vllm_mode colocate|server), ray (vLLM in Ray "
+                                                          "actors) or hf (the policy's own generate: no vLLM, no sync)"})
+    vllm_kv_cache_memory_bytes: int | None = field(default=None, metadata={
+        "help": "vLLM's KV cache in bytes per engine (default: on CPU sized from need and the free memory, "
+                "see sculptor_rl.engines.vllm_engine; on GPU from vllm_gpu_memory_utilization)"})
+    ray_num_workers: int = field(default=2, metadata={"help": "engine ray: rollout actors per training process"})
+    ray_address: str | None = field(default=None, metadata={"help": "engine ray: the cluster to join (None: "
+                                                                     "$RAY_ADDRESS, else a local cluster)"})
+    lm_coef: float = field(default=0.1, metadata={"help": "auxiliary LM loss weight (paper: LM regularization "
+                                                          "0.1): NLL on positive-advantage samples' trained tokens"})
+    save_rollouts: bool = field(default=False, metadata={"help": "write each round's trajectories to "
+                                                                 "output_dir/rollouts/"})
+    # GSPO defaults (TRL's fields)
+    importance_sampling_level: str = field(default="sequence", metadata={
+        "help": "token (GRPO), sequence (GSPO per sample, TRL's) or rollout (GSPO over all of a rollout's samples: "
+                "the Sculptor paper's eq. 2)"})
+    loss_type: str = "grpo"
+    loss_weighting: str = field(default="per-sample", metadata={
+        "help": "per-sample (each sample counts once) or per-rollout (each rollout once, however many samples "
+                "it was cut into; loss_type grpo)"})
+    epsilon: float = 3e-4
+    epsilon_high: float | None = 4e-4
+    # the ratio uses trainer-recomputed old logprobs; the sampler mismatch is logged, not corrected
+    vllm_importance_sampling_correction: bool = False
+    logging_steps: float = 1
+
+    _VALID_DICT_FIELDS = GRPOConfig._VALID_DICT_FIELDS + ["environment_params"]
+
+    def __post_init__(self):
+        for ours, trls, default in (("max_new_tokens", "max_completion_length", _TRL_DEFAULTS["max_completion_length"]),
+                                    ("max_model_len", "vllm_max_model_length", None)):
+            if getattr(self, trls) not in (default, getattr(self, ours)):
+                raise ValueError(f"set {ours} (the name rl, eval and serve share), not TRL's {trls}")
+            setattr(self, trls, getattr(self, ours))
+        super().__post_init__()
+
+
+
+def check_config(cfg: SculptorGRPOConfig) -> list[str]:
+    """Errors that would stop a run (raised as one ValueError); returns warnings."""
+    errors, warnings = [], []
+    if not cfg.tasks:
+        errors.append("set `tasks:` (a .jsonl written by `sculptor-rl data generate`, a .parquet or a datasets name)")
+    elif cfg.tasks.endswith((".jsonl", ".parquet")) and not Path(cfg.tasks).exists():
+        warnings.append(f"tasks file {cfg.tasks} does not exist yet (make it with `sculptor-rl data generate`)")
+    try:  # an unknown environment, unknown or bad parameters (e.g. a memtool mode) fail here, before a model loads
+        params_of(cfg.environment, cfg.environment_params)
+    except (ValueError, TypeError) as e:
+        errors.append(f"environment: {e}")
+    if cfg.engine not in ENGINES:
+        errors.append(f"engine must be one of {ENGINES}, got {cfg.engine!r}")
+    if cfg.vllm_mode not in VLLM_MODES:
+        errors.append(f"vllm_mode must be one of {VLLM_MODES}, got {cfg.vllm_mode!r}")
+    if cfg.engine == "vllm" and cfg.vllm_mode == "server":
+        if not cfg.vllm_server_base_url and cfg.vllm_server_host in ("", "0.0.0.0"):
+            errors.append("server mode: set vllm_server_base_url (or vllm_server_host and vllm_server_port) to the "
+                          "`trl vllm-serve` address")
+        if not cfg.model:
+            errors.append("server mode: set `model` (the server must serve the same model)")
+    if cfg.engine == "ray" and cfg.ray_num_workers < 1:
+        errors.append("ray_num_workers must be at least 1")
+    if cfg.engine in ("vllm", "ray") and cfg.vllm_mode == "colocate" and not 0 < cfg.vllm_gpu_memory_utilization <= 1:
+        errors.append("vllm_gpu_memory_utilization must be in (0, 1]")
+    if cfg.use_vllm:
+        errors.append("leave use_vllm off: `engine: vllm` with `vllm_mode` drives vLLM through the agent loop")
+    if cfg.vllm_importance_sampling_correction:
+        errors.append("vllm_importance_sampling_correction is not supported (old logprobs come from the trainer)")
+    if cfg.importance_sampling_level not in IMPORTANCE_SAMPLING_LEVELS:
+        errors.append(f"importance_sampling_level must be one of {IMPORTANCE_SAMPLING_LEVELS}: 'sequence' (GSPO per "
+                      "sample), 'rollout' (GSPO over a rollout's samples, paper eq. 2) or 'token' (GRPO)")
+    if cfg.loss_type not in LOSS_TYPES:
+        errors.append(f"loss_type must be one of {LOSS_TYPES} (per-sample mean or per-token mean)")
+    if cfg.loss_weighting not in LOSS_WEIGHTINGS:
+        errors.append(f"loss_weighting must be one of {LOSS_WEIGHTINGS}")
+    elif cfg.loss_weighting == "per-rollout" and cfg.loss_type != "grpo":
+        errors.append("loss_weighting 'per-rollout' takes loss_type 'grpo' ('dapo' counts every token once)")
+    if cfg.epsilon <= 0 or (cfg.epsilon_high is not None and cfg.epsilon_high <= 0):
+        errors.append("epsilon and epsilon_high must be positive")
+    if cfg.lm_coef < 0 or cfg.beta < 0:
+        errors.append("lm_coef and beta must be >= 0")
+    rollouts = cfg.per_device_train_batch_size * cfg.steps_per_generation
+    if rollouts % cfg.num_generations:
+        errors.append(f"per_device_train_batch_size * steps_per_generation = {rollouts} rollouts per rank per round "
+                      f"must be a multiple of num_generations = {cfg.num_generations} (whole groups per rank)")
+    if cfg.steps_per_generation % cfg.gradient_accumulation_steps:
+        errors.append(f"steps_per_generation ({cfg.steps_per_generation}) must be a multiple of "
+                      f"gradient_accumulation_steps ({cfg.gradient_accumulation_steps}): an optimizer step never "
+                      "spans two generation rounds")
+    if cfg.eval_strategy != "no":
+        errors.append("eval_strategy must be 'no': evaluate checkpoints with `sculptor-rl eval`")
+    if cfg.max_new_tokens >= cfg.max_context_tokens:
+        errors.append("max_new_tokens must be below max_context_tokens")
+    if cfg.max_model_len and cfg.max_model_len < cfg.max_context_tokens:
+        warnings.append(f"rollouts stop at max_model_len = {cfg.max_model_len} tokens, below "
+                        f"max_context_tokens = {cfg.max_context_tokens} (reward -1 there)")
+    if cfg.deepspeed:
+        ds = cfg.deepspeed if isinstance(cfg.deepspeed, dict) else None
+        if ds is None:
+            try:
+                ds = json.loads(Path(cfg.deepspeed).read_text())
+            except (OSError, json.JSONDecodeError) as e:
+                errors.append(f"deepspeed config {cfg.deepspeed}: {e}")
+        if ds is not None and ds.get("zero_optimization", {}).get("stage") not in (0, 1, 2, 3):
+            errors.append(f"deepspeed config {cfg.deepspeed}: zero_optimization.stage must be 0..3")
+        if not cfg.model:
+            errors.append("a DeepSpeed config trains a real model: set `model`")
+    if errors:
+        raise ValueError("invalid RL config:\n- " + "\n- ".join(errors))
+    return warnings
+
+
+def plan(cfg: SculptorGRPOConfig) -> str:
+    """What a run of this config will do, in a few lines (counts per training process)."""
+    rollouts = cfg.per_device_train_batch_size * cfg.steps_per_generation
+    level = {"sequence": "GSPO (sequence-level ratio per sample)", "token": "GRPO (token-level ratio)",
+             "rollout": "GSPO (sequence-level ratio over a rollout's samples, paper eq. 2)"}
+    lora = f" + LoRA r={cfg.lora_r}" if cfg.use_peft else ""
+    memory = (f"kv_cache_memory_bytes {cfg.vllm_kv_cache_memory_bytes}" if cfg.vllm_kv_cache_memory_bytes else
+              f"gpu_memory_utilization {cfg.vllm_gpu_memory_utilization} on GPU, KV cache sized from need on CPU")
+    if cfg.engine == "hf":
+        engine = "hf generate with the policy itself (no sync)"
+    elif cfg.engine == "ray":
+        engine = (f"{cfg.ray_num_workers} Ray rollout worker(s) per process at {cfg.ray_address or 'a local cluster'}"
+                  f" (vLLM, {memory}), reload saved weights from "
+                  "output_dir/engine-weights after each step")
+    elif cfg.vllm_mode == "server":
+        where = cfg.vllm_server_base_url or f"{cfg.vllm_server_host}:{cfg.vllm_server_port}"
+        engine = f"vLLM server at {where}, NCCL weight sync after each step"
+    else:
+        engine = (f"colocated vLLM ({memory}, max_model_len "
+                  f"{cfg.max_model_len or 'model default'}), reloads saved weights after each step")
+    ds = f"DeepSpeed {cfg.deepspeed}" if cfg.deepspeed else "no DeepSpeed config (accelerate launch may add one)"
+    optimizer_steps = cfg.steps_per_generation // cfg.gradient_accumulation_steps
+    lines = [
+        f"model        {cfg.model or 'embedded SmolLM2-135M-Instruct'}{lora}",
+        f"tasks        {cfg.tasks}{f' (first {cfg.tasks_limit})' if cfg.tasks_limit else ''}, "
+        f"environment {cfg.environment}",
+        f"engine       {engine}",
+        f"rollouts     {rollouts} per process per round = {rollouts // cfg.num_generations} task(s) x "
+        f"{cfg.num_generations} generations (times the number of training processes)",
+        f"loop         max_tool_calls {cfg.max_tool_calls}, max_context_tokens {cfg.max_context_tokens}, "
+        f"max_new_tokens {cfg.max_new_tokens}, temperature {cfg.temperature}",
+        f"objective    {level[cfg.importance_sampling_level]}, loss_type {cfg.loss_type}, {cfg.loss_weighting}, "
+        f"eps {cfg.epsilon}/{cfg.epsilon_high}, beta {cfg.beta}, lm_coef {cfg.lm_coef}, "
+        f"scale_rewards {cfg.scale_rewards}",
+        f"optimizer    {getattr(cfg.optim, 'value', cfg.optim)}, lr {cfg.learning_rate}; {optimizer_steps} optimizer "
+        f"step(s) per round of {cfg.steps_per_generation} micro-batches; num_iterations {cfg.num_iterations}, "
+        f"max_steps {cfg.max_steps}",
+        f"precision    {'bf16' if cfg.bf16 else 'fp16' if cfg.fp16 else 'fp32'}, gradient checkpointing "
+        f"{'on' if cfg.gradient_checkpointing else 'off'}; {ds}",
+        f"output       {cfg.output_dir} (save every {cfg.save_steps} steps, report_to {cfg.report_to})",
+    ]
+    return "\n".join(lines)
+
+
+def validate(cfg: SculptorGRPOConfig) -> list[str]:
+    """Check the config without loading a model or starting an engine; print the plan. Returns warnings."""
+    warnings = check_config(cfg)
+    print(plan(cfg))
+    for w in warnings:
+        print(f"warning: {w}")
+    return warnings
