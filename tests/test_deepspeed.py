@@ -42,9 +42,9 @@ def launch(zero: str, job: str, args: list[str], port: int) -> None:
     assert proc.returncode == 0, proc.stderr[-4000:]
 
 
-def rank_reports(out: Path) -> list[dict]:
+def rank_reports(out: Path, steps: int = 2) -> list[dict]:
     ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
-    assert [r["world"] for r in ranks] == [2, 2] and all(r["global_step"] == 2 for r in ranks)
+    assert [r["world"] for r in ranks] == [2, 2] and all(r["global_step"] == steps for r in ranks)
     # DeepSpeed averaged the gradients: both ranks end with the same weights, and they moved
     assert ranks[0]["after"] == ranks[1]["after"] != ranks[0]["before"]
     return ranks
@@ -91,8 +91,7 @@ def test_two_ranks_complete_an_rl_step(model_path, tmp_path):
                         "--save_strategy", "no", "--save_rollouts", "true", "--seed", "5", *COMMON,
                         "--max_steps", "1"],
            29536)
-    ranks = rank_reports(out)
-    assert all(r["global_step"] == 1 for r in ranks)
+    ranks = rank_reports(out, steps=1)
     # each rank ran its own share of the tasks (1 of the 2 groups of the round)
     seen = [{json.loads(line)["task_id"] for line in (out / "rollouts" / f"step-000001.rank{r}.jsonl").open()}
             for r in range(2)]
