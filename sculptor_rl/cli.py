@@ -48,9 +48,51 @@ def cmd_data_import(args) -> None:
     from .tasks import write_jsonl
     from .tasks.importers import import_benchmark
 
-    records = import_benchmark(args.format, args.inp, **dict(args.param))
+    if args.format in ("workbench", "nestful"):  # MemToolAgent's benchmarks: whole files, not rows
+        from .workbench.importers import import_nestful, import_workbench
+
+        options = dict(args.param)
+        known = ["database"] if args.format == "workbench" else []
+        if set(options) - set(known):
+            raise ValueError(f"unknown {args.format} option {sorted(set(options) - set(known))[0]!r} "
+                             f"(known: {', '.join(known) or 'none'})")
+        records = import_workbench(args.inp, **options) if args.format == "workbench" else import_nestful(args.inp)
+    else:
+        records = import_benchmark(args.format, args.inp, **dict(args.param))
     write_jsonl(records, args.out)
     print(f"wrote {len(records)} {args.format} tasks to {args.out}")
+
+
+def cmd_memory_build(args) -> None:
+    from .agent.chat import ChatFormat
+    from .crossepisode import DriverConfig, engine_reflector, rule_reflector, run_rounds
+    from .engines import make_engine
+    from .envs import ENVS
+    from .models import resolve_model
+    from .rollout import rollout_engine
+    from .tasks.io import load_tasks
+
+    tasks = load_tasks(args.data, limit=args.limit)
+    cfg = _rollout_config(args, args.engine)
+    fmt = ChatFormat.from_pretrained(resolve_model(args.model))
+    engine = rollout_engine(cfg, fmt, tasks)
+    tools = ENVS["memtoolagent"].tools
+    if args.reflect == "policy":
+        reflect = engine_reflector(engine, fmt, tools)
+    elif args.reflect == "openai":
+        if not (args.reflect_base_url and args.reflect_model):
+            raise ValueError("--reflect openai needs --reflect-base-url and --reflect-model")
+        reflect = engine_reflector(make_engine("openai", args.reflect_model, fmt, base_url=args.reflect_base_url,
+                                               api_key=args.api_key), fmt, tools)
+    else:
+        reflect = rule_reflector if args.reflect == "rules" else None
+    driver = DriverConfig(memory=args.memory, out=args.out, rounds=args.rounds,
+                          environment_params=dict(args.environment_param), num_generations=args.num_generations,
+                          loop=cfg.loop, seed=args.seed)
+    store, rounds = run_rounds(tasks, engine, fmt, driver, reflect)
+    right = [sum(t.score == 1.0 for t in trajs) / len(trajs) for trajs in rounds]
+    print(f"{len(rounds)} rounds, outcome accuracy per round: {', '.join(f'{r:.2f}' for r in right)}; "
+          f"{args.memory} holds {len(store)} entries")
 
 
 def _rollout_config(args, engine: str):
@@ -225,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp = data.add_parser("import", help="a published benchmark in its own release format → tasks (README: "
                           "Published benchmarks)")
     imp.add_argument("--format", required=True, choices=["pi_llm", "needlebench", "mrcr", "babilong", "longbench_v2",
-                                                          "frames"])
+                                                          "frames", "workbench", "nestful"])
     imp.add_argument("--in", dest="inp", required=True, help=".jsonl, .json, .parquet, .csv, .tsv or a datasets "
                      "save_to_disk directory")
     imp.add_argument("--out", required=True, help="tasks .jsonl")
@@ -268,6 +310,23 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--min-reward", type=float, default=1.0, help="keep trajectories with at least this reward")
     co.set_defaults(fn=cmd_collect)
 
+    mem = sub.add_parser("memory", help="MemToolAgent's cross-episode memory").add_subparsers(dest="what",
+                                                                                              required=True)
+    mb = mem.add_parser("build", parents=[run], help="run memtoolagent tasks in rounds, the memory (--memory "
+                        "JSONL) updated between rounds; --out holds each round's snapshot")
+    mb.add_argument("--memory", required=True, help="the memory store (JSONL): read if it exists, saved each round")
+    mb.add_argument("--rounds", type=int, default=2, help="the tasks are run in this many consecutive chunks")
+    mb.add_argument("--engine", default="vllm", choices=["vllm", "hf", "openai", "scripted"])
+    mb.add_argument("--base-url", help="openai engine: the endpoint")
+    mb.add_argument("--teacher-model", help="openai engine: the served model name")
+    mb.add_argument("--api-key", default="EMPTY")
+    mb.add_argument("--reflect", default="policy", choices=["policy", "openai", "rules", "none"],
+                    help="who writes a failed episode's reflection: the policy's engine, an OpenAI-compatible "
+                    "endpoint, the offline rule critique (no LLM), or nobody")
+    mb.add_argument("--reflect-base-url", help="--reflect openai: the endpoint")
+    mb.add_argument("--reflect-model", help="--reflect openai: the served model name")
+    mb.set_defaults(fn=cmd_memory_build)  # the driver runs the memtoolagent env (--environment is not read)
+
     sa = sub.add_parser("samples", help="Algorithm 1: trajectories → training samples with loss masks")
     sa.add_argument("--in", dest="inp", required=True)
     sa.add_argument("--out", required=True)
@@ -281,18 +340,18 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("--plain", action="store_true", help="mark trained text with [[ ]] even on a terminal")
     ins.set_defaults(fn=cmd_inspect)
 
-    ev = sub.add_parser("eval", help="evaluate checkpoints: ACM vs full/truncate/bm25 baselines, or the MemTool "
-                        "modes (--environment memtool); tables, plots")
+    ev = sub.add_parser("eval", help="evaluate checkpoints in an environment's modes: ACM vs full/truncate/bm25 "
+                        "baselines (default), MemTool's modes, ...; tables, plots")
     ev.add_argument("--config", help="YAML settings (configs/eval/); the flags below override them")
     ev.add_argument("--model", action="append", help="HF id or checkpoint dir; repeat to compare several "
                     "(default: the embedded SmolLM2-135M)")
-    ev.add_argument("--environment", choices=["acm", "memtool"], help="the environment (default: acm); it sets the "
-                    "modes and task families")
+    ev.add_argument("--environment", help="a registered environment (default: acm; memtool, tamem, memtoolagent, "
+                    "toolmem, ...); it sets the modes and task families")
     ev.add_argument("--environment-param", type=_param, action="append", default=[], metavar="K=V",
-                    help="memtool: an environment parameter, e.g. limit=128 history_turns=2 (repeatable)")
-    ev.add_argument("--tasks", help="comma-separated families (default: pi_llm,needlebench,mrcr,babilong; memtool)")
-    ev.add_argument("--modes", help="comma-separated, of acm,full,truncate,bm25 (environment acm) or autonomous,"
-                    "workflow,hybrid (environment memtool); default: all of the environment's")
+                    help="an environment parameter merged over each mode's, e.g. limit=128 (memtool; repeatable)")
+    ev.add_argument("--tasks", help="comma-separated families (default: the environment's, or all in --data)")
+    ev.add_argument("--modes", help="comma-separated, of the environment's modes (acm: acm,full,truncate,bm25; "
+                    "memtool: autonomous,workflow,hybrid); default: all of them")
     ev.add_argument("--num", type=int, help="tasks per family (default: 8 generated; all of --data)")
     ev.add_argument("--data", help="your tasks (.jsonl, .parquet or a datasets name) instead of generated ones")
     ev.add_argument("--split", help="the datasets split of --data (default: test)")

@@ -19,7 +19,7 @@ from .trajectory import Trajectory, read_trajectories, write_trajectories
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RolloutConfig", "rollout", "rollout_to_file"]
+__all__ = ["RolloutConfig", "rollout", "rollout_engine", "rollout_to_file"]
 
 
 @dataclass
@@ -44,7 +44,7 @@ def rollout(tasks: list[dict], cfg: RolloutConfig, fmt: ChatFormat | None = None
     """Roll out `cfg.num_generations` per task. The tokenizer is the policy's, also for text-only teachers
     (their text is tokenized once, as the policy will be trained on it)."""
     fmt = fmt or ChatFormat.from_pretrained(resolve_model(cfg.model))
-    engine = engine or _make_engine(cfg, fmt, tasks)
+    engine = engine or rollout_engine(cfg, fmt, tasks)
     return run_rollouts(tasks, engine, fmt, _make_env(cfg, fmt), cfg.loop, cfg.num_generations, progress=progress)
 
 
@@ -87,7 +87,7 @@ def rollout_to_file(tasks: list[dict], cfg: RolloutConfig, out: str | Path, keep
     todo = chunks[done_chunks:]
     if todo:
         fmt = fmt or ChatFormat.from_pretrained(resolve_model(cfg.model))
-        engine = engine or _make_engine(cfg, fmt, tasks)
+        engine = engine or rollout_engine(cfg, fmt, tasks)
         make_env = _make_env(cfg, fmt)
         bar = tqdm(total=len(tasks) * g, initial=done * g, desc="rollouts", unit="rollout", dynamic_ncols=True)
         start = done
@@ -111,7 +111,9 @@ def _make_env(cfg: RolloutConfig, fmt: ChatFormat):
                             tokenizer=fmt.tokenizer)
 
 
-def _make_engine(cfg: RolloutConfig, fmt: ChatFormat, tasks: list[dict]):
+def rollout_engine(cfg: RolloutConfig, fmt: ChatFormat, tasks: list[dict]):
+    """The engine `cfg` names, as `rollout` and `collect` build it (`memory build` too): the scripted teacher
+    over `tasks`, or a model's engine."""
     if cfg.engine == "scripted":
         from .envs.teachers import ScriptedTeacher
 

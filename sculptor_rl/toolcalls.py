@@ -40,6 +40,19 @@ def format_tool_call(name: str, arguments: dict) -> str:
     return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "\n</tool_call>"
 
 
+def json_object(arguments) -> dict:
+    """A call's arguments as a dict, from a dict or a JSON object string ("" is no arguments); a ValueError says
+    what is wrong, for each environment to send back in its own error type."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except (ValueError, RecursionError):
+            raise ValueError("arguments are not valid JSON; pass one JSON object.") from None
+    if not isinstance(arguments, dict):
+        raise ValueError(f"arguments must be a JSON object, not {type(arguments).__name__}.")
+    return arguments
+
+
 class HermesParser:
     """`<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, any number of blocks per completion."""
 

@@ -85,8 +85,8 @@ def test_two_ranks_complete_an_rl_step(model_path, tmp_path):
     write_jsonl(generate("pi_llm", 8, seed=3, keys=1, updates=1), tmp_path / "tasks.jsonl")
     out = tmp_path / "rl"
     launch("zero3", "rl", ["--model", model_path, "--tasks", str(tmp_path / "tasks.jsonl"), "--output_dir", str(out),
-                        "--engine", "hf", "--environment", "acm-mentions-key", "--num_generations", "4",
-                        "--gradient_accumulation_steps", "4", "--max_new_tokens", "16", "--max_tool_calls", "1",
+                        "--engine", "hf", "--environment", "acm-mentions-key", "--num_generations", "2",
+                        "--gradient_accumulation_steps", "2", "--max_new_tokens", "8", "--max_tool_calls", "1",
                         "--max_context_tokens", "2048",
                         "--save_strategy", "no", "--save_rollouts", "true", "--seed", "5", *COMMON,
                         "--max_steps", "1"],

@@ -17,7 +17,7 @@ from sculptor_rl.trajectory import read_trajectories
 def test_registry_builds_each_environment(fmt):
     # the package's own (tests register toy environments of their own beside them)
     assert {name for name, cls in ENVS.items() if cls.__module__.startswith("sculptor_rl.")} == {
-        "acm", "memtool", "full", "truncate", "bm25"}
+        "acm", "memtool", "full", "truncate", "bm25", "memtoolagent", "toolmem", "tamem"}
     acm_task, session = generate("babilong", 1, 0)[0], generate("memtool", 1, 0)[0]
     env = make_env_factory("acm", seed=3)(acm_task, 1)
     assert isinstance(env, AcmEnv) and env.workspace._rng.random() == AcmEnv(acm_task, seed=3 * 1_000_003 + 1) \
@@ -78,7 +78,8 @@ def test_cli_generate_and_collect_memtool(tmp_path, capsys, model_path):
     cli.main(["collect", "--environment", "memtool", "--environment-param", "mode=workflow", "--teacher", "scripted",
               "--data", str(data), "--out", str(out), "--max-tool-calls", "40"])
     printed = capsys.readouterr().out
-    assert "| workflow | 2 | 1.000 | 1.000 |" in printed and "wrote 2 of 2 trajectories" in printed
+    # the MemTool table (Table 2's columns): 6 requests, all right and with their tools called
+    assert "| 1.00 [0.61, 1.00] | 1.00 [0.61, 1.00] | 2 × 3 |" in printed and "wrote 2 of 2 trajectories" in printed
     trajs = list(read_trajectories(out))
     assert [t.info["mode"] for t in trajs] == ["workflow"] * 2 and all(t.reward == 1.0 for t in trajs)
     assert json.loads(out.with_suffix(".summary.json").read_text())["memtool"]["accuracy"] == 1.0
@@ -86,3 +87,19 @@ def test_cli_generate_and_collect_memtool(tmp_path, capsys, model_path):
         cli.main(["collect", "--environment", "memtool", "--environment-param", "mode=manual", "--data", str(data),
                   "--out", str(tmp_path / "other.jsonl")])
     assert "unknown memtool mode" in capsys.readouterr().err
+
+
+def test_reward_is_eq4_unless_partial_credit():
+    from types import SimpleNamespace
+
+    from sculptor_rl.envs import RewardConfig, compute_reward
+
+    def traj(score, stop="answer", errors=0):
+        return SimpleNamespace(score=score, stop_reason=stop, format_errors=errors)
+
+    eq4, partial = RewardConfig(), RewardConfig(partial_credit=True)
+    assert [compute_reward(traj(s), eq4) for s in (0.0, 2 / 3, 1.0)] == [0.0, 0.0, 1.0]
+    assert [compute_reward(traj(s), partial) for s in (0.0, 2 / 3, 1.0)] == [0.0, 2 / 3, 1.0]
+    for cfg in (eq4, partial):  # penalties stay
+        assert compute_reward(traj(1.0, errors=1), cfg) == -1.0
+        assert compute_reward(traj(1.0, stop="max_tool_calls"), cfg) == -1.0

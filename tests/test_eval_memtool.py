@@ -35,7 +35,10 @@ def test_memtool_modes_metrics_and_plot(cfg, tmp_path):
     auto, flow = runs["autonomous"]["memtool"], runs["workflow"]["memtool"]
     assert auto["loaded_per_turn"] == [1.0, 2.0, 2.0] and flow["loaded_per_turn"] == [5.0, 6.0, 6.0]
     assert auto["removal_ratio"] == pytest.approx(13 / 15) and flow["removal_ratio"] == pytest.approx(9 / 15)
-    assert auto["residual_after_peaks"] == 2.0 and flow["residual_after_peaks"] == 6.0
+    assert auto["avg_removal_ratio_3t"] == pytest.approx(13 / 15) and flow["avg_removal_ratio_3t"] == pytest.approx(0.6)
+    # 3 turns: no peak has 3 turns after it, so eq. 3 is undefined; the up-to-3 variant reads the next 1-2 turns
+    assert auto["avg_residual_3t"] is None and auto["ci"]["avg_residual_3t"] is None
+    assert auto["residual_after_peaks_upto3"] == 2.0 and flow["residual_after_peaks_upto3"] == 6.0
     for mode, run in runs.items():
         m = run["memtool"]
         assert m["sessions"] == 3 and m["task_completion"] == 1.0 == m["tool_correctness"] == run["average"]
@@ -48,9 +51,11 @@ def test_memtool_modes_metrics_and_plot(cfg, tmp_path):
 
     md = (out / "results.md").read_text()
     table = md.split("## MemTool: tool-management metrics\n\n")[1].split("\n\n")[0].splitlines()
-    assert table[0].startswith("| Model | Mode | Sessions | Task completion | Tool correctness | Removal ratio | "
-                               "Avg. 3-turn removal | Residual after peaks |") and len(table) == 5
-    assert table[2].startswith("| smollm2-135m-instruct | autonomous | 3 | 1.000 | 1.000 | 0.867 | 0.867 | 2.00 |")
+    assert table[0].startswith("| Model | Mode | Sessions × requests | Avg Removal Ratio 3T | Avg Residual 3T | "
+                               "Tool Correctness | Task Completion | Removal ratio |") and len(table) == 5
+    # 9 requests all right: Wilson's 95 % interval [0.70, 1.00]
+    assert table[2].startswith("| smollm2-135m-instruct | autonomous | 3 × 3 | 0.867 [0.867, 0.867] | – | "
+                               "1.00 [0.70, 1.00] | 1.00 [0.70, 1.00] | 0.867 |")
     # the accuracy table's MemTool column: 3 of 3 sessions right, Wilson's 95 % interval [43.9, 100.0]
     assert "| smollm2-135m-instruct | workflow | 100.0 [43.9, 100.0] | 100.0 |" in md
     assert (out / "loaded_tools.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -65,13 +70,15 @@ def test_resume_and_environment_params_changes(cfg, caplog):
         evaluate(cfg, engine=again)
     assert again.completions == 0 and caplog.text.count("skipping") == 3
     caplog.clear()
-    cfg.environment_params = {"limit": 4}  # the teacher's 5-tool searches now breach the limit
+    cfg.environment_params = {"limit": 4}  # the teacher's 5-tool searches now pass the limit
     third = CountingTeacher(eval_tasks(cfg))
     with caplog.at_level(logging.INFO, logger="sculptor_rl.eval.run"):
         results = evaluate(cfg, engine=third)
     assert third.completions > 0 and caplog.text.count("settings changed (environment_params)") == 3
-    for run in results["runs"]:
-        assert run["memtool"]["limit_breaches"] > 0 and run["memtool"]["reward"] == -1.0
+    runs = {run["mode"]: run["memtool"] for run in results["runs"]}
+    assert runs["autonomous"]["limit_breaches"] > 0 and runs["autonomous"]["reward"] == -1.0  # "Hit 4 limit"
+    for mode in ("workflow", "hybrid"):  # the re-prune loop brings the count back under the limit: no error
+        assert runs[mode]["limit_breaches"] == 0 and runs[mode]["reward"] == 1.0 and runs[mode]["loaded_max"] <= 3
 
 
 def test_default_modes_and_tasks_follow_the_environment(cfg):
@@ -94,7 +101,7 @@ def test_default_modes_and_tasks_follow_the_environment(cfg):
      "unknown parameter 'limt' of the memtool environment"),
     (["--environment", "memtool", "--environment-param", "limit=0"], "limit must be an integer >= 1"),
     (["--environment", "memtool", "--environment-param", "mode=workflow"], "not environment_params.mode"),
-    (["--environment-param", "limit=3"], "the acm environment takes no parameters"),
+    (["--environment-param", "limit=3"], "unknown parameter 'limit' of the acm environment (it takes no parameters)"),
 ])
 def test_cli_rejects_bad_memtool_input_before_starting_anything(flags, message, tmp_path, capsys):
     with pytest.raises(SystemExit):
@@ -106,9 +113,10 @@ def test_cli_rejects_bad_memtool_input_before_starting_anything(flags, message, 
 def test_shipped_memtool_config_loads():
     cfg = EvalConfig.from_yaml("configs/eval/memtool_cpu.yaml")
     assert cfg.environment == "memtool" and cfg.modes == list(MODES) and cfg.tasks == ["memtool"]
-    assert cfg.max_tool_calls >= 12
-    tasks = eval_tasks(cfg)
-    assert len(tasks) == cfg.num and {t["meta"]["bucket"] for t in tasks} == {"3x1"}
+    assert cfg.max_tool_calls >= 500  # a 100-request session
+    tasks = eval_tasks(cfg)  # the paper's sessions: 100 requests averaging 5 calls, stratified 1..9
+    assert len(tasks) == cfg.num and {t["meta"]["bucket"] for t in tasks} == {"100x1-9"}
+    assert all(sum(len(r["calls"]) for r in t["meta"]["requests"]) == 500 for t in tasks)
 
 
 def test_loaded_per_turn_and_table_with_nothing_to_divide():
@@ -117,11 +125,13 @@ def test_loaded_per_turn_and_table_with_nothing_to_divide():
     a = SimpleNamespace(info={"turns": [{**turn, "loaded": 4}]})
     b = SimpleNamespace(info={"turns": [{**turn, "loaded": 2}, {**turn, "loaded": 6}]})
     assert loaded_per_turn([a, b]) == [3.0, 6.0] and loaded_per_turn([]) == []
-    metrics = {"sessions": 1, "task_completion": 0.0, "tool_correctness": None, "removal_ratio": None,
-               "removal_ratio_3turn": None, "residual_after_peaks": None, "loaded_mean": 0.0, "loaded_max": 0,
+    metrics = {"sessions": 1, "requests": 2, "task_completion": 0.0, "tool_correctness": None, "removal_ratio": None,
+               "avg_removal_ratio_3t": None, "avg_residual_3t": None, "loaded_mean": 0.0, "loaded_max": 0,
+               "ci": {"task_completion": [0.0, 0.658], "tool_correctness": None, "avg_removal_ratio_3t": None,
+                      "avg_residual_3t": None},
                "limit_breaches": 0, "format_errors": 2, "tool_calls": 1.0, "reward": -1.0, "loaded_per_turn": [0.0]}
     results = {"environment": "memtool", "tasks": ["memtool"], "models": ["m"], "modes": ["autonomous"], "runs": [
         {"model": "m", "mode": "autonomous", "wall_time": 3.0, "memtool": metrics, "average": 0.0,
          "tasks": {}}]}
     row = memtool_table(results).splitlines()[2]
-    assert row == "| m | autonomous | 1 | 0.000 | – | – | – | – | 0.00 | 0 | 0 | 2 | 1.0 | -1.000 | 3 |"
+    assert row == "| m | autonomous | 1 × 2 | – | – | – | 0.00 [0.00, 0.66] | – | 0.00 | 0 | 0 | 2 | 1.0 | -1.000 | 3 |"

@@ -12,7 +12,8 @@ from sculptor_rl import tasks
 from sculptor_rl.cli import UserError, main
 from sculptor_rl.tasks import benchmark_scoring as bs
 from sculptor_rl.tasks import pi_llm
-from sculptor_rl.tasks.importers import FORMATS, context_spans, import_benchmark
+from sculptor_rl.tasks.common import context_spans
+from sculptor_rl.tasks.importers import FORMATS, import_benchmark
 
 # ---- one small row per format, as the benchmark releases it ----
 
@@ -216,8 +217,11 @@ def test_frames_articles_become_the_context_and_without_them_there_is_none(tmp_p
 
 def test_a_record_without_its_context_span_is_a_clear_error():
     (generated,) = tasks.generate("pi_llm", 1, keys=2, updates=2)
-    with pytest.raises(ValueError, match="no meta.context"):
-        context_spans(generated)
+    user = generated["messages"][0]["content"]
+    ((_, lo, hi),) = context_spans(generated)
+    assert (lo, hi) == (user.index("\n\n") + 2, user.rindex("\n\n"))  # generated records have it too
+    with pytest.raises(ValueError, match="task 'mine': no meta.context"):
+        context_spans({**generated, "id": "mine", "meta": {}})
     bad = {**generated, "meta": {"context": [{"message": 0, "start": 5, "end": 10**9}]}}
     with pytest.raises(ValueError, match="not inside its messages"):
         context_spans(bad)
@@ -295,3 +299,98 @@ def test_frames_normalized_match_and_the_judge_verdict(tmp_path):
     assert tasks.score(r, "Answer: The Louvre") == 0.0
     assert bs.judge_verdict("TRUE") == 1.0 and bs.judge_verdict("Reasoning... FALSE") == 0.0
     assert bs.judge_verdict("It is true that ... final: FALSE") == 0.0 and bs.judge_verdict("maybe") == 0.0
+
+
+MALFORMED = ["", " \n\t", "<think>The current value of Asian place is Beirut. \\boxed{Jasmine Lane}" + " …" * 3000,
+             "\\boxed{Jasmine Lane", "The correct answer is (", "Answer:", "aYooSG8CQg"[:5] + POEMS[2],
+             "ü" * 30_000, json.dumps({"answer": None}), "Asian place: ; condiment: ; café drink:"]
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_every_scorer_gives_malformed_answers_nothing(tmp_path, fmt):
+    """Empty, unterminated (`<think>`, `\\boxed{`), label-only, cut prefixes, huge single lines, JSON: all 0."""
+    r = imported(tmp_path, fmt)
+    assert tasks.score(r, tasks.render_answer(r)) == 1.0
+    for response in MALFORMED:
+        assert tasks.score(r, response) == 0.0, (fmt, response[:60])
+
+
+@pytest.mark.parametrize("benchmark", list(FORMATS))
+def test_truncate_and_bm25_shrink_only_the_context_of_every_format(tmp_path, benchmark, fmt):
+    """The baselines take the context from meta.context: the prompt around it (question, choices, answer form)
+    stays as the benchmark wrote it; the context keeps at most the budget (MRCR: over all earlier turns)."""
+    from sculptor_rl.envs import make_env_factory
+
+    r = imported(tmp_path, benchmark)
+    spans = context_spans(r)
+    for name in ("truncate", "bm25"):
+        shown = make_env_factory(name, {"context_budget": 40, "chunk_tokens": 20}, tokenizer=fmt.tokenizer)(r, 0)
+        messages = shown.render()[1:]  # after the baselines' system prompt
+        assert len(messages) == len(r["messages"])
+        kept = 0
+        for i, (before, after) in enumerate(zip(r["messages"], messages)):
+            mine = [(a, b) for j, a, b in spans if j == i]
+            if not mine:
+                assert after == before
+                continue
+            ((a, b),) = mine
+            tail = len(before["content"]) - b
+            assert after["content"][:a] == before["content"][:a]
+            assert after["content"][len(after["content"]) - tail:] == before["content"][b:]
+            piece = after["content"][a:len(after["content"]) - tail]
+            if name == "truncate":  # its last tokens (bm25: its best chunks, in document order)
+                assert before["content"][a:b].endswith(piece)
+            kept += len(fmt.tokenizer.encode(piece, add_special_tokens=False))
+        assert kept <= 40 + len(spans)  # (a piece encoded alone may take a token more at its start)
+
+
+# ---- eval on imported records ----
+
+
+class GoldPolicy:
+    """Answers each task at once with its ideal response in the benchmark's own answer form (what each scorer
+    must accept), looking the task up by the request's rollout id as the scripted teachers do: eval's
+    orchestration, environments and scorers run for real, no weights do."""
+
+    max_model_len = None
+
+    def __init__(self, records: list[dict]):
+        self.records = {r["id"]: r for r in records}
+
+    def generate(self, requests):
+        from sculptor_rl.engines.base import Completion
+
+        return [Completion(text=tasks.render_answer(self.records[r.rollout_id.rsplit("/", 1)[0]])) for r in requests]
+
+
+def test_eval_reports_imported_records_of_every_format_per_benchmark_and_length_bucket(tmp_path, model_path):
+    from sculptor_rl.eval.run import EvalConfig, evaluate
+
+    short = {"pi_llm": {"prompt": PI_PROMPT.replace(PI_STREAM, PI_STREAM[:3000])},  # (speed)
+             "longbench_v2": {"context": "§ 1 Der Fall … " * 200}}
+    other = {"pi_llm": {"n_updates": 400}, "needlebench": {"length": "4k"}, "mrcr": {"n_needles": 4},
+             "babilong": {"length": "8k"}, "longbench_v2": {"_id": "another", "difficulty": "easy"},
+             "frames": {"wiki_links": "['https://en.wikipedia.org/wiki/Paris']"}}
+    first = {fmt: {**row, **short.get(fmt, {})} for fmt, row in rows().items()}
+    records = [r for fmt in FORMATS for r in import_benchmark(fmt, write(
+        tmp_path / f"qa1_4k_{fmt}{FILE_TYPES[fmt]}", [first[fmt], {**first[fmt], **other[fmt]}]))]
+    tasks.write_jsonl(records, tmp_path / "tasks.jsonl")
+    cfg = EvalConfig(data=str(tmp_path / "tasks.jsonl"), out=str(tmp_path / "out"), context_budget=40, chunk_tokens=20)
+    results = evaluate(cfg, engine=GoldPolicy(records))
+    assert results["tasks"] == list(FORMATS)  # LongBench v2 and FRAMES too: the families the data holds
+    runs = {run["mode"]: run for run in results["runs"]}
+    assert list(runs) == ["acm", "full", "truncate", "bm25"]
+    for run in runs.values():
+        assert {t: (s["n"], s["accuracy"]) for t, s in run["tasks"].items()} == {t: (2, 1.0) for t in FORMATS}
+    assert runs["full"]["overall"]["context_reduction"] == 0.0
+    assert runs["truncate"]["overall"]["context_reduction"] > 0.3 and runs["bm25"]["overall"]["context_reduction"] > 0.3
+    assert runs["truncate"]["tasks"]["frames"]["context_reduction"] == 0.0  # no articles given: no context
+    md = (tmp_path / "out" / "results.md").read_text()
+    table = md.split("## Accuracy per length bucket (%)\n\n")[1].split("\n\n")[0].splitlines()
+    assert table[0] == "| Task | Bucket | n | Ctx tokens | acm | full | truncate | bm25 |"
+    assert len(table) == 2 + 2 * len(FORMATS)  # two buckets per benchmark
+    assert {tuple(row.split(" | ")[:3]) for row in table[2:]} >= {
+        ("| PI-LLM", "800/1k", "1"), ("| PI-LLM", "400/1k", "1"), ("| LongBench v2", "long/hard", "1"),
+        ("| LongBench v2", "long/easy", "1"), ("| FRAMES", "1 docs", "1"), ("| FRAMES", "2 docs", "1")}
+    assert all(row.endswith("| 100.0 [20.7, 100.0] | 100.0 [20.7, 100.0] | 100.0 [20.7, 100.0] | "
+                            "100.0 [20.7, 100.0] |") for row in table[2:])  # 1 of 1 right: Wilson's interval

@@ -22,12 +22,17 @@ ROOT = Path(sculptor_rl.__file__).parent
 LAYERS = {
     "toolcalls": (0, "toolcalls"), "config": (0, "config"), "jsonl": (0, "jsonl"), "models": (0, "models"), "stats": (0, "stats"),
     "trajectory": (0, "trajectory"),  # the loop's output record: a data format, read by everything above
+    "memory": (0, "memory"),  # cross-episode memory (MemToolAgent, ToolMem): a JSONL store and BM25 retrieval
     "acm": (1, "acm"), "tasks": (1, "tasks"), "memtool": (1, "tasks"), "engines": (1, "engines"),
+    "tamem": (1, "tasks"),  # TA-Mem: LoCoMo-style conversations, the memory database and its ten tools, metrics
+    "workbench": (1, "tasks"),  # MemToolAgent: the WorkBench-style sandbox, its task family, importers, metrics
+    "toolmem": (1, "tasks"),  # ToolMem: experiences of the task families, the capability memory, its metrics
     "envs": (2, "envs"),
     "agent": (3, "agent"),
     "samples": (4, "samples"), "metrics": (4, "metrics"),
     "train": (5, "train"), "eval": (5, "eval"), "serve": (5, "serve"), "rollout": (5, "rollout"),
     "slurm": (5, "slurm"),
+    "crossepisode": (5, "crossepisode"),  # MemToolAgent's driver: episodes in rounds, the memory updated between
     "pipeline": (6, "pipeline"),
     "cli": (7, "cli"),  # the entry point: each command calls one library function (pipeline's too)
 }
@@ -36,6 +41,7 @@ FORBIDDEN = [("agent", "sculptor_rl.tasks"), ("agent", "sculptor_rl.memtool"), (
              ("agent", "sculptor_rl.envs.reward"), ("agent", "sculptor_rl.envs.acm"),
              ("agent", "sculptor_rl.envs.memtool"), ("agent", "sculptor_rl.envs.teachers"),
              ("agent", "sculptor_rl.envs.baselines"), ("agent", "sculptor_rl.envs.memtool_teacher"),
+             ("agent", "sculptor_rl.envs.toolmem"),
              ("serve", "sculptor_rl.train")]
 # layer-5 packages that may use each other (the rest of that layer stays apart)
 PEERS = {("eval", "rollout"), ("rollout", "eval")}

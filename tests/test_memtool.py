@@ -12,11 +12,14 @@ import pytest
 
 from sculptor_rl import tasks
 from sculptor_rl.envs import RewardConfig
-from sculptor_rl.envs.memtool import PRUNE_STEP, SEARCH_STEP, MemToolConfig, MemToolEnv
+from sculptor_rl.envs.memtool import (ANSWER_STEP, PRUNE_STEP, REMOVE, REPRUNE_STEP, SEARCH, SEARCH_STEP, SUMMARY_STEP,
+                                      MemToolConfig, MemToolEnv, judge_score)
 from sculptor_rl.memtool import catalogue, sessions
 from sculptor_rl.memtool.catalogue import METRICS, NUM_COMPANIES
-from sculptor_rl.memtool.metrics import (peak_residuals, plot_loaded_tools, removal_ratio, session_reward,
-                                         summarize, window_removal_ratios)
+from sculptor_rl.memtool.metrics import (avg_removal_ratio_3t, avg_residual_3t, format_table, peak_residuals,
+                                         plot_loaded_tools, removal_ratio, session_reward, summarize,
+                                         window_removal_ratios)
+from sculptor_rl.stats import wilson
 from sculptor_rl.tasks.io import load_tasks
 
 
@@ -96,6 +99,28 @@ def test_sessions_load_from_jsonl(tmp_path):
     assert "memtool" not in tasks.FAMILIES  # the long-context families the ACM env, eval and pipeline iterate
 
 
+def test_paper_sessions_are_stratified_and_related_or_not():
+    (record,) = sessions.generate(1, seed=2, requests=100, calls_per_request=list(range(1, 10)), related=0.5)
+    requests = record["meta"]["requests"]
+    calls = [len(r["calls"]) for r in requests]
+    assert len(requests) == 100 and sum(calls) == 500  # averaging exactly 5 calls per turn
+    assert sorted(calls.count(c) for c in range(1, 10)) == [11] * 8 + [12] and calls.count(5) == 12
+    assert record["meta"]["bucket"] == "100x1-9" and requests[0]["related"] is False
+    assert 30 < sum(r["related"] for r in requests) < 70
+    cat, used = catalogue(), set()
+    for prev, req in zip(requests, requests[1:]):
+        used |= {c["name"] for c in prev["calls"]}
+        names = [c["name"] for c in req["calls"]]
+        prev_names = {c["name"] for c in prev["calls"]}
+        if req["related"]:  # again about one of the previous request's tools, then new ones
+            assert names[0] in prev_names and not set(names[1:]) & used
+        else:  # new tools, none of the previous request's companies
+            assert not set(names) & used
+            assert not {cat[n].company.ticker for n in names} & {cat[n].company.ticker for n in prev_names}
+    with pytest.raises(ValueError, match="distinct"):
+        sessions.generate(1, calls_per_request=[2, 2])
+
+
 # ---- the environment ----
 
 def _session(*requests: list[tuple[str, dict]]) -> dict:
@@ -123,40 +148,112 @@ A, B, C = (catalogue().names[i] for i in (0, 1001, 2002))
 
 def test_search_and_remove_change_the_tool_set():
     env = MemToolEnv(_session([(A, {"year": 2020})]))
-    assert _names(env) == ["search_tools", "remove_tools"]
+    assert _names(env) == ["Search_Tools", "Remove_Tools"] == [SEARCH, REMOVE]
     assert [m["role"] for m in env.render()] == ["system", "user"]
-    assert "You have 0 tools loaded" in env.render()[0]["content"]
-    r = env.execute("search_tools", {"keywords": [_kw(A), _kw(B)]})
-    assert r.ok and r.modified and r.text.startswith("Loaded 10 tools: " + A)
+    assert "Tool count: 2 (limit 128; 0 loaded from the catalogue)" in env.render()[0]["content"]
+    r = env.execute(SEARCH, {"keywords": [_kw(A), _kw(B)]})
+    assert r.ok and r.modified and r.text.startswith("10 tools added: " + A) and r.text.endswith("Tool count: 12.")
     assert len(env.loaded) == 10 and _names(env)[2:] == env.loaded and B in env.loaded
-    assert "You have 10 tools loaded (limit 128)" in env.render()[0]["content"]
-    again = env.execute("search_tools", '{"keywords": ["' + _kw(A) + '"]}')  # JSON text arguments work too
+    assert "Tool count: 12 (limit 128; 10 loaded" in env.render()[0]["content"]
+    again = env.execute(SEARCH, '{"keywords": ["' + _kw(A) + '"]}')  # JSON text arguments work too
     assert again.ok and not again.modified and again.text.startswith("No new tools")
-    r = env.execute("remove_tools", {"tool_names": [B, A]})
-    assert r.ok and r.modified and r.text.startswith("Removed 2 tools") and len(env.loaded) == 8
     before = list(env.loaded)
-    for bad, message in [({"tool_names": ["search_tools", env.loaded[0]]}, "search_tools cannot be removed"),
-                         ({"tool_names": [A]}, "not loaded"), ({"tool_names": []}, "non-empty array"),
-                         ({"names": [A]}, "unknown argument"), ("{oops", "not valid JSON")]:
-        r = env.execute("remove_tools", bad)
+    for bad, message in [({"tool_names": []}, "non-empty array"), ({"names": [A]}, "unknown argument"),
+                         ("{oops", "not valid JSON")]:
+        r = env.execute(REMOVE, bad)
         assert not r.ok and not r.modified and r.text.startswith("Error:") and message in r.text
     assert env.loaded == before  # a bad call changes nothing
-    assert env.turns[0].added == 10 and env.turns[0].removed == 2
+    assert env.turns[0].added == 10 and env.turns[0].removed == 0
 
 
-def test_limit_breach_is_refused_and_counted():
-    env = MemToolEnv(_session([(A, {"year": 2020})]), MemToolConfig(limit=7))
-    assert env.execute("search_tools", {"keywords": [_kw(A)]}).ok
-    r = env.execute("search_tools", {"keywords": [_kw(B)]})
+def test_remove_is_a_set_difference_or_strict():
+    """The paper: T <- T \\ (R \\ {Search_Tools, Remove_Tools}); names not loaded are ignored. strict: they fail."""
+    env = MemToolEnv(_session([(A, {"year": 2020})]))
+    env.execute(SEARCH, {"keywords": [_kw(A), _kw(B)]})
+    r = env.execute(REMOVE, {"tool_names": [B, SEARCH, "get_nothing_zzz", B, A]})
+    assert r.ok and r.modified and r.text.startswith(f"2 tools removed: {B}, {A}. Ignored (not loaded or not "
+                                                     f"removable): {SEARCH}, get_nothing_zzz. Tool count: 10.")
+    assert len(env.loaded) == 8 and A not in env.loaded and _names(env)[:2] == [SEARCH, REMOVE]
+    r = env.execute(REMOVE, {"tool_names": [A]})  # nothing of it is loaded: nothing changes, no error
+    assert r.ok and not r.modified and r.text.startswith("0 tools removed: none.")
+    assert env.turns[0].removed == 2
+
+    strict = MemToolEnv(_session([(A, {"year": 2020})]), MemToolConfig(remove_rule="strict"))
+    strict.execute(SEARCH, {"keywords": [_kw(A)]})
+    loaded = list(strict.loaded)
+    for names, message in [([SEARCH, loaded[0]], "Search_Tools cannot be removed"), ([B, loaded[0]], "not loaded")]:
+        r = strict.execute(REMOVE, {"tool_names": names})
+        assert not r.ok and not r.modified and message in r.text and strict.loaded == loaded
+
+
+@pytest.mark.parametrize("count_management", [True, False])
+def test_limit_rule_adds_then_errs_in_autonomous_mode(count_management):
+    """The paper: T <- T ∪ S, then "Hit L limit, remove tools." when |T| > L (|T| with the 2 management tools)."""
+    env = MemToolEnv(_session([(A, {"year": 2020})]), MemToolConfig(limit=7, count_management=count_management))
+    assert env.execute(SEARCH, {"keywords": [_kw(A)]}).ok  # |T| = 7 (or 5): within the limit
+    r = env.execute(SEARCH, {"keywords": [_kw(B)]})
+    count = 12 if count_management else 10
+    assert not r.ok and r.modified and r.text.startswith("Error: Hit 7 limit, remove tools. 5 tools added: " + B)
+    assert r.text.endswith(f"Tool count: {count}.") and len(env.loaded) == 10  # the tools stay: past the limit
+    assert env.turns[0].breaches == 1 and f"Tool count: {count} (limit 7" in env.render()[0]["content"]
+    env.execute(REMOVE, {"tool_names": env.loaded[:8]})
+    # 2 + 5 catalogue tools: |T| = 9 > 7 with the management tools, 7 without
+    assert env.execute(SEARCH, {"keywords": [_kw(C)]}).ok is (not count_management)
+    assert len(env.loaded) == 7 and env.turns[0].breaches == (2 if count_management else 1)
+
+
+def test_limit_rule_refuse():
+    env = MemToolEnv(_session([(A, {"year": 2020})]), MemToolConfig(limit=7, limit_rule="refuse",
+                                                                     count_management=False))
+    assert env.execute(SEARCH, {"keywords": [_kw(A)]}).ok
+    r = env.execute(SEARCH, {"keywords": [_kw(B)]})
     assert not r.ok and not r.modified and r.text.startswith("Error: Hit 7 limit, remove tools.")
     assert len(env.loaded) == 5 and env.turns[0].breaches == 1
-    env.execute("remove_tools", {"tool_names": env.loaded[1:]})
-    assert env.execute("search_tools", {"keywords": [_kw(B)]}).ok and len(env.loaded) == 6
+    env.execute(REMOVE, {"tool_names": env.loaded[1:]})
+    assert env.execute(SEARCH, {"keywords": [_kw(B)]}).ok and len(env.loaded) == 6
+
+
+def test_workflow_reprune_loop_until_within_the_limit_or_error():
+    """Algorithm 2: after the search, while |T| > L: R <- LLM_prune (the model's plain-text reply); R empty: error."""
+    env = MemToolEnv(_session([(A, {"year": 2020})], [(C, {"year": 2021})]), MemToolConfig(mode="workflow", limit=7))
+    assert env.on_answer(f"{_kw(A)}, {_kw(B)}") is True  # the search step: 10 tools, over 7
+    loaded = list(env.loaded)
+    assert env.phase == "reprune" and env.tools == [] and len(loaded) == 10
+    assert env.render()[-1]["content"] == "10 tools added: " + ", ".join(loaded) + ". Tool count: 10.\n\n" + \
+        REPRUNE_STEP.format(count=10, limit=7, names=", ".join(loaded))
+    assert env.on_answer(f"Remove {loaded[5]} and {loaded[6]}, Search_Tools, get_nothing") is True  # 8: again
+    assert env.phase == "reprune" and len(env.loaded) == 8
+    assert env.render()[-1]["content"].startswith("2 tools removed: ") and "tool count 8 is over the limit 7" in \
+        env.render()[-1]["content"]
+    assert env.on_answer(loaded[7]) is True  # 7: within the limit, the agent answers
+    assert env.phase == "agent" and _names(env) == env.loaded and len(env.loaded) == 7
+    assert env.render()[-1]["content"] == ANSWER_STEP.format(outcome=f"1 tools removed: {loaded[7]}. Tool count: 7.")
+    assert env.turns[0].removed == 3 and env.turns[0].breaches == 0
+    assert env.execute(A, {"year": 2020}).ok and env.on_answer("Answer: " + env.task["answer"][0][0]) is True
+    # request 2: prune (none), search C (12 tools), a re-prune reply naming nothing loaded: Raise Error("T > L")
+    assert env.phase == "prune" and env.on_answer("none") is True and env.phase == "search"
+    assert env.on_answer(_kw(C)) is True and env.phase == "reprune" and len(env.loaded) == 12
+    assert env.on_answer("none of them") is False  # the request fails; it was the last one
+    assert env.replies[-1] == "Error: the tool count 12 is over the limit 7." and env.turns[1].breaches == 1
+    assert env.score(None) == 0.5 and [t["completed"] for t in env.info()["turns"]] == [True, False]
+
+
+def test_hybrid_reprune_after_the_agents_search():
+    """Algorithm 3: the agent's Search_Tools passes the limit (|T| counts Search_Tools); prune steps follow."""
+    env = MemToolEnv(_session([(A, {"year": 2020})]), MemToolConfig(mode="hybrid", limit=8))
+    assert _names(env) == [SEARCH] and env.execute(SEARCH, {"keywords": [_kw(A)]}).ok  # |T| = 6
+    r = env.execute(SEARCH, {"keywords": [_kw(B)]})  # |T| = 11 > 8
+    assert r.ok and r.modified and r.text.endswith(REPRUNE_STEP.format(count=11, limit=8, names=", ".join(env.loaded)))
+    assert env.phase == "reprune" and env.tools == [] and env.turns[0].breaches == 0
+    assert env.execute(A, {"year": 2020}).text.startswith("Error: this step takes a reply in plain text")
+    assert env.on_answer(", ".join(env.loaded[5:8])) is True  # |T| = 8
+    assert env.phase == "agent" and _names(env)[0] == SEARCH and len(env.loaded) == 7
+    assert env.turns[0].removed == 3 and env.turns[0].added == 10
 
 
 def test_tool_calls_results_and_correctness():
     env = MemToolEnv(_session([(A, {"year": 2020, "quarter": 2}), (B, {"year": 2016})]))
-    env.execute("search_tools", {"keywords": [_kw(A), _kw(B)]})
+    env.execute(SEARCH, {"keywords": [_kw(A), _kw(B)]})
     cat = catalogue()
     r = env.execute(A, {"year": 2020, "quarter": 2})
     assert r.ok and not r.modified and r.text == cat[A].result(2020, 2)
@@ -164,17 +261,18 @@ def test_tool_calls_results_and_correctness():
     for bad in [{"year": 2030}, {"year": "2016"}, {"year": 2016, "quarter": 5}, {"year": 2016, "month": 1}]:
         assert env.execute(B, bad).text.startswith("Error:")
     assert env.execute(C, {"year": 2016}).text.startswith("Error: \"" + C + "\" is not in your tool set")
-    assert (env.turns[0].calls, env.turns[0].correct_calls) == (7, 1)
+    turn = env.turns[0]
+    assert (turn.calls, turn.correct_calls, turn.expected, turn.expected_called) == (7, 1, 2, 2)
 
 
 def _answer(env: MemToolEnv, k: int) -> str:
     return "Answer: " + ", ".join(env.task["answer"][k])
 
 
-def test_autonomous_session_moves_on_request_by_request():
+def test_autonomous_session_moves_on_request_by_request_and_truncates_history():
     env = MemToolEnv(_session([(A, {"year": 2020})], [(B, {"year": 2021})], [(C, {"year": 2022})]),
-                     MemToolConfig(history_turns=1, digest_turns=1))
-    env.execute("search_tools", {"keywords": [_kw(A)]})
+                     MemToolConfig(history_turns=1))
+    env.execute(SEARCH, {"keywords": [_kw(A)]})
     env.append({"role": "assistant", "content": "calls"})
     env.append({"role": "tool", "content": "results"})
     assert env.on_answer(_answer(env, 0)) is True
@@ -185,71 +283,168 @@ def test_autonomous_session_moves_on_request_by_request():
     shown = env.render()
     assert [m["content"] for m in shown[1:]] == ["Request 2 of 3: hand-made request 1",
                                                  "Request 3 of 3: hand-made request 2"]  # request 1 left the window
-    digest = "Earlier requests (digest):\n- Request 1 of 3: hand-made request 0 You replied: Answer: "
-    assert digest in shown[0]["content"]
-    assert env.original() == shown
+    assert "Earlier requests" not in shown[0]["content"] and env.original() == shown
     assert env.on_answer(_answer(env, 2)) is False and env.phase == "done"
     assert env.score(None) == pytest.approx(2 / 3)
     assert [t["completed"] for t in env.info()["turns"]] == [True, False, True]
-    assert [t["loaded"] for t in env.info()["turns"]] == [5, 5, 5]
+    assert [t["loaded"] for t in env.info()["turns"]] == [5, 5, 5] and env.info()["requests"] == 3
 
 
-def test_workflow_and_hybrid_steps():
+def test_history_digest_and_policy_summary():
+    session = _session([(A, {"year": 2020})], [(B, {"year": 2021})], [(C, {"year": 2022})])
+    digest = MemToolEnv(session, MemToolConfig(history="digest", history_turns=1, digest_turns=1))
+    digest.on_answer(_answer(digest, 0))
+    digest.on_answer("I do not know")
+    line = "Earlier requests (digest):\n- Request 1 of 3: hand-made request 0 You replied: Answer: "
+    assert line in digest.render()[0]["content"]
+
+    env = MemToolEnv(session, MemToolConfig(mode="hybrid", history="summarize", history_turns=1))
+
+    def reply(text: str) -> bool:  # as the loop does: the completion joins the messages, then on_answer
+        env.append({"role": "assistant", "content": text})
+        return env.on_answer(text)
+
+    assert reply(_answer(env, 0)) is True and env.phase == "agent"  # nothing leaves the window yet
+    assert reply("I do not know") is True  # request 1 leaves: the policy summarizes first
+    shown = env.render()
+    assert env.phase == "summarize" and env.tools == [] and shown[-1] == {"role": "user", "content": SUMMARY_STEP}
+    assert [m["content"] for m in shown[1:-1]] == ["Request 1 of 3: hand-made request 0", _answer(env, 0),
+                                                   "Request 2 of 3: hand-made request 1", "I do not know"]
+    assert reply("  Asked for a revenue; found 1.0.  ") is True
+    shown = env.render()
+    assert env.phase == "agent" and shown[0]["content"].count("Summary of earlier requests:\nAsked for a revenue; "
+                                                               "found 1.0.\n\nTool count: 1") == 1
+    assert [m["content"] for m in shown[1:]] == ["Request 2 of 3: hand-made request 1", "I do not know",
+                                                 "Request 3 of 3: hand-made request 2"]
+    assert len(env.turns) == 3 and reply(_answer(env, 2)) is False and env.score(None) == pytest.approx(2 / 3)
+
+
+def test_workflow_steps():
     session = _session([(A, {"year": 2020})], [(B, {"year": 2021})])
     wf = MemToolEnv(session, MemToolConfig(mode="workflow"))
     assert wf.tools == [] and wf.render()[-1]["content"].endswith(SEARCH_STEP.format(names="none"))
-    assert wf.execute("get_x", {}).text.startswith("Error: this workflow step takes a reply in plain text")
+    assert wf.execute("get_x", {}).text.startswith("Error: this step takes a reply in plain text")
     assert wf.on_answer(f"Keywords: {_kw(A)}, none") is True
     assert _names(wf) == wf.loaded and len(wf.loaded) == 5 and A in wf.loaded  # no management tool
-    assert wf.render()[-1]["content"].startswith("Loaded 5 tools: " + A)
+    assert wf.render()[-1]["content"].startswith("5 tools added: " + A)
     assert wf.execute(A, {"year": 2020}).ok and wf.on_answer(_answer(wf, 0)) is True
     prune = wf.render()[-1]["content"]
     assert prune.startswith("Request 2 of 2") and prune.endswith(PRUNE_STEP.format(names=", ".join(wf.loaded)))
-    assert wf.tools == [] and wf.on_answer(f"{wf.loaded[1]}, {wf.loaded[2]}, search_tools, nothing_else") is True
+    assert wf.tools == [] and wf.on_answer(f"{wf.loaded[1]}, {wf.loaded[2]}, Search_Tools, nothing_else") is True
     assert len(wf.loaded) == 3 and wf.turns[1].removed == 2
-    assert wf.render()[-1]["content"].startswith("Removed 2 tools") and wf.phase == "search"
+    assert wf.render()[-1]["content"].startswith("2 tools removed") and wf.phase == "search"
     assert wf.on_answer("none") is True and wf.phase == "agent" and len(wf.loaded) == 3
 
     hy = MemToolEnv(session, MemToolConfig(mode="hybrid"))
-    assert _names(hy) == ["search_tools"]  # nothing loaded: no prune step
-    hy.execute("search_tools", {"keywords": [_kw(A)]})
-    removal = hy.execute("remove_tools", {"tool_names": [A]})
-    assert removal.text == "Error: remove_tools is not in your tool set in hybrid mode."
+    assert _names(hy) == [SEARCH]  # nothing loaded: no prune step
+    hy.execute(SEARCH, {"keywords": [_kw(A)]})
+    removal = hy.execute(REMOVE, {"tool_names": [A]})
+    assert removal.text == "Error: Remove_Tools is not in your tool set in hybrid mode."
     assert hy.turns[0].calls == 0  # a management tool call is not a call of the catalogue
     assert hy.on_answer(_answer(hy, 0)) is True and hy.phase == "prune" and hy.tools == []
-    assert hy.on_answer("none") is True and hy.phase == "agent" and _names(hy)[0] == "search_tools"
+    assert hy.on_answer("none") is True and hy.phase == "agent" and _names(hy)[0] == SEARCH
     assert hy.render()[-1]["content"].startswith("No tools removed. Now answer the request")
 
 
 def test_bad_config_and_task():
-    for params in [{"mode": "manual"}, {"limit": 0}, {"history_turns": -1}, {"loaded_tools_penalty": -0.1}]:
+    for params in [{"mode": "manual"}, {"limit": 0}, {"history_turns": -1}, {"loaded_tools_penalty": -0.1},
+                   {"limit_rule": "clip"}, {"remove_rule": "lenient"}, {"history": "forget"}, {"digest_turns": 0},
+                   {"count_management": "yes"}, {"judge_url": "http://x/v1"}, {"summary_model": "m"},
+                   {"summary_url": "http://x/v1", "summary_model": "m"}]:
         with pytest.raises(ValueError):
             MemToolConfig(**params)
     with pytest.raises(ValueError, match="runs 'memtool' tasks"):
         MemToolEnv(tasks.generate("babilong", 1, 0)[0])
 
 
-# ---- metrics ----
+# ---- metrics (eq. 1-5) on hand-computed sessions ----
 
-# A, R and N per turn: N goes 5, 3, 8, 8, 2, 2.
-TURNS = [{"added": a, "removed": r, "loaded": n, "calls": c, "correct_calls": cc, "breaches": 0, "completed": True}
-         for a, r, n, c, cc in [(5, 0, 5, 2, 2), (0, 2, 3, 2, 1), (6, 1, 8, 3, 3), (1, 1, 8, 1, 0), (0, 6, 2, 2, 2),
-                                (0, 0, 2, 0, 0)]]
+def _turns(*rows) -> list[dict]:
+    """Turn records from (A added, R removed, N loaded at the end) rows, every request completed and correct."""
+    return [{"added": a, "removed": r, "loaded": n, "calls": 1, "correct_calls": 1, "expected": 1,
+             "expected_called": 1, "breaches": 0, "completed": True, "judged": None} for a, r, n in rows]
 
 
-def test_metrics_on_a_hand_made_session():
+TURNS = _turns((5, 0, 5), (0, 2, 3), (6, 1, 8), (1, 1, 8), (0, 6, 2), (0, 0, 2))
+
+
+def test_removal_ratios_eq1_eq2_and_the_clipped_variant():
     assert removal_ratio(TURNS) == 10 / 12
-    assert window_removal_ratios(TURNS) == [3 / 11, 4 / 7, 1.0, 1.0]  # windows removing more count as 1
-    assert peak_residuals(TURNS) == [pytest.approx(19 / 3), 4]  # peaks at turns 1 and 3 (8, 8 is one plateau)
-    assert window_removal_ratios(TURNS[:2]) == [2 / 5]  # fewer turns than a window: one window
-    assert peak_residuals([{"loaded": 4}]) == [] and math.isnan(removal_ratio([{"added": 0, "removed": 0}]))
-    traj = SimpleNamespace(info={"env": "memtool", "mode": "autonomous", "turns": TURNS}, score=0.5, format_errors=0,
-                           stop_reason="answer", num_tool_calls=12, reward=0.4, rollout_id="r")
-    s = summarize([traj, traj])["autonomous"]
-    assert s["tool_correctness"] == 8 / 10 and s["removal_ratio"] == 10 / 12 and s["task_completion"] == 0.5
-    assert s["removal_ratio_3turn"] == pytest.approx((3 / 11 + 4 / 7 + 2) / 4)
-    assert s["residual_after_peaks"] == pytest.approx(31 / 6) and s["loaded_max"] == 8
-    assert s["loaded_mean"] == pytest.approx(28 / 6) and s["sessions"] == 2
+    # eq. 2: windows t = 3..6 of (ΣR, ΣA): (3, 11), (4, 7), (8, 7), (7, 1): a plain mean, > 1 allowed
+    assert window_removal_ratios(TURNS) == [3 / 11, 4 / 7, 8 / 7, 7.0]
+    assert avg_removal_ratio_3t(TURNS) == pytest.approx((3 / 11 + 4 / 7 + 8 / 7 + 7) / 4)
+    assert window_removal_ratios(TURNS, "clipped") == [3 / 11, 4 / 7, 1.0, 1.0]
+    assert window_removal_ratios(TURNS[:2], "clipped") == [2 / 5] and math.isnan(avg_removal_ratio_3t(TURNS[:2]))
+    quiet = _turns((4, 0, 4), (0, 0, 4), (0, 0, 4), (0, 0, 4))  # a window that adds nothing counts 0
+    assert window_removal_ratios(quiet) == [0.0, 0.0] and window_removal_ratios(quiet, "clipped") == [0.0]
+
+
+def test_residuals_eq3_next_three_turns_after_each_peak():
+    # N = 5, 3, 8, 8, 2, 2: peaks at turns 1 and 3 (the plateau 8, 8 peaks at its first turn)
+    assert peak_residuals(TURNS) == [pytest.approx(19 / 3), 4] and avg_residual_3t(TURNS) == pytest.approx(31 / 6)
+    late = _turns((4, 0, 4), (0, 3, 1), (5, 0, 6), (0, 4, 2))  # N = 4, 1, 6, 2: the peak at turn 3 has 1 turn after
+    assert peak_residuals(late) == [3] and peak_residuals(late, "upto3") == [3, 2]
+    assert math.isnan(avg_residual_3t(_turns((4, 0, 4), (1, 0, 5))))  # loaded, but no peak with 3 turns after
+
+
+def _traj(env: MemToolEnv, mode="autonomous", **kw) -> SimpleNamespace:
+    return SimpleNamespace(info=env.info(), score=env.score(None), format_errors=0, stop_reason="answer",
+                           num_tool_calls=kw.get("calls", 0), reward=0.0, rollout_id="r", task="memtool")
+
+
+def test_a_session_that_adds_nothing():
+    env = MemToolEnv(_session([(A, {"year": 2020})], [(B, {"year": 2021})], [(C, {"year": 2022})]))
+    for k in range(3):
+        env.on_answer("I cannot tell.")
+    turns = env.info()["turns"]
+    assert math.isnan(removal_ratio(turns))  # eq. 1: nothing added, nothing to divide
+    assert avg_removal_ratio_3t(turns) == 0.0 and math.isnan(avg_removal_ratio_3t(turns, "clipped"))
+    assert avg_residual_3t(turns) == 0.0  # nothing ever loaded: nothing remains (Table 2's GPT-4.1 Nano row)
+    s = summarize([_traj(env)])["autonomous"]
+    assert (s["avg_removal_ratio_3t"], s["avg_residual_3t"], s["tool_correctness"], s["task_completion"]) == \
+        (0.0, 0.0, 0.0, 0.0)
+    assert s["ci"]["task_completion"] == list(wilson(0, 3)) and s["sessions"] == 1 and s["requests"] == 3
+
+
+def test_a_session_that_passes_the_limit():
+    """5 requests, limit 12 (|T| with the 2 management tools): request 3's search passes it, the agent removes."""
+    env = MemToolEnv(_session([(A, {"year": 2020})], [(B, {"year": 2021})], [(C, {"year": 2022})],
+                              [(C, {"year": 2023})], [(C, {"year": 2016, "quarter": 1})]), MemToolConfig(limit=12))
+    env.execute(SEARCH, {"keywords": [_kw(A)]})
+    env.execute(A, {"year": 2020})
+    env.on_answer(_answer(env, 0))  # N1 = 5, completed, correct
+    env.execute(SEARCH, {"keywords": [_kw(B)]})  # |T| = 12: at the limit, allowed
+    env.execute(B, {"year": 2019})  # the right tool, the wrong year
+    env.on_answer("I do not know")  # N2 = 10
+    r = env.execute(SEARCH, {"keywords": [_kw(C)]})  # |T| = 17 > 12
+    assert r.text.startswith("Error: Hit 12 limit, remove tools.") and len(env.loaded) == 15
+    env.execute(REMOVE, {"tool_names": env.loaded[:10]})
+    env.execute(C, {"year": 2022})
+    env.on_answer(_answer(env, 2))  # N3 = 5
+    env.execute(C, {"year": 2023})
+    env.on_answer(_answer(env, 3))  # N4 = 5
+    assert env.on_answer("no idea") is False  # N5 = 5, no call
+    turns = env.info()["turns"]
+    assert [(t["added"], t["removed"], t["loaded"]) for t in turns] == [(5, 0, 5), (5, 0, 10), (5, 10, 5), (0, 0, 5),
+                                                                        (0, 0, 5)]
+    assert removal_ratio(turns) == 10 / 15  # eq. 1
+    assert avg_removal_ratio_3t(turns) == pytest.approx((10 / 15 + 10 / 10 + 10 / 5) / 3)  # eq. 2: 11/9
+    assert avg_residual_3t(turns) == 5.0  # eq. 3: one peak (turn 2: 10), then 5, 5, 5
+    s = summarize([_traj(env)])["autonomous"]
+    assert s["task_completion"] == 3 / 5  # eq. 4: exact check per request
+    assert s["tool_correctness"] == 4 / 5  # eq. 5 (names, per request): requests 1-4 called their tool, 5 did not
+    assert s["tool_correctness_calls"] == 3 / 4  # the calls variant: request 2's call had the wrong year
+    assert s["limit_breaches"] == 1 and s["loaded_max"] == 10 and s["removal_ratio"] == 10 / 15
+    assert s["ci"]["task_completion"] == list(wilson(3, 5)) and s["ci"]["tool_correctness"] == list(wilson(4, 5))
+    lo, hi = s["ci"]["avg_removal_ratio_3t"]
+    assert lo <= 11 / 9 <= hi and s["ci"]["avg_residual_3t"] == [5.0, 5.0]
+    cfg = RewardConfig()
+    assert session_reward(SimpleNamespace(info={"turns": turns}, score=0.6, format_errors=0, stop_reason="answer"),
+                          cfg) == -1.0  # a limit error costs the reward
+    table = format_table({"autonomous": s})
+    assert table.splitlines()[0] == ("| Mode | Avg Removal Ratio 3T | Avg Residual 3T | Tool Correctness | "
+                                     "Task Completion | Sessions |")
+    assert "| autonomous | 1.222 [" in table and table.endswith("| 1 × 5 |")
 
 
 def test_session_reward():
@@ -259,8 +454,44 @@ def test_session_reward():
     assert session_reward(traj, cfg, loaded_tools_penalty=0.03) == pytest.approx(0.5 - 0.03 * 28 / 6)
     assert session_reward(SimpleNamespace(**{**vars(traj), "format_errors": 1}), cfg) == -1.0
     assert session_reward(SimpleNamespace(**{**vars(traj), "stop_reason": "max_tool_calls"}), cfg) == -1.0
-    breach = [{**TURNS[0], "breaches": 1}, *TURNS[1:]]
-    assert session_reward(SimpleNamespace(**{**vars(traj), "info": {"turns": breach}}), cfg) == -1.0
+
+
+def test_llm_judge_and_endpoint_summary_over_http(fmt, monkeypatch):
+    """An OpenAI-compatible endpoint (this project's server, a text engine behind it) judges each reply (eq. 4)
+    and writes the history summary."""
+    from sculptor_rl.engines import Completion
+    from sculptor_rl.serve import ServeConfig, Server, bind, build_app
+
+    seen = []
+
+    class Grader:  # the endpoint's model: 8/10 for a reply with a number, else 1; a summary names the requests
+        max_model_len = 4096
+
+        def generate(self, requests):
+            out = []
+            for r in requests:
+                user = r.messages[-1]["content"]
+                seen.append(user)
+                if "Output:" in user:
+                    out.append(Completion(text="8" if re.search(r"Output: .*\d", user) else "1"))
+                else:
+                    out.append(Completion(text=f"SUMMARY of {user.count('Request ')} requests"))
+            return out
+
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    cfg = ServeConfig(environment="full", api_key="k")
+    with Server(build_app(Grader(), fmt, cfg, "grader"), bind("127.0.0.1", 0), log_level="warning") as server:
+        params = MemToolConfig(history="summarize", history_turns=1, summary_url=server.url, summary_model="grader",
+                               judge_url=server.url, judge_model="grader")
+        env = MemToolEnv(_session([(A, {"year": 2020})], [(B, {"year": 2021})], [(C, {"year": 2022})]), params)
+        assert env.on_answer(_answer(env, 0)) and env.on_answer("no idea")
+        assert env.phase == "agent" and "Summary of earlier requests:\nSUMMARY of 1 requests" in env.render()[0]["content"]
+        assert env.on_answer(_answer(env, 2)) is False
+    assert [t["judged"] for t in env.info()["turns"]] == [0.8, 0.1, 0.8]
+    assert any(f"Expected answer: {env.task['answer'][1][0]}" in u for u in seen)
+    s = summarize([_traj(env)])["autonomous"]
+    assert s["judged"] and s["task_completion"] == pytest.approx(1.7 / 3)  # the judge's scores, not the exact 2/3
+    assert judge_score("Score: 7/10") == 0.7 and judge_score("12") == 1.0 and judge_score("none") == 0.0
 
 
 def test_plot_of_loaded_tools(tmp_path):

@@ -35,9 +35,12 @@ def _replay(traj, env):
             assert env.on_answer(step.text)
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_teacher_completes_sessions_with_valid_samples(sessions, fmt, mode):
-    make_env = make_env_factory("memtool", {"mode": mode})
+@pytest.mark.parametrize("mode, params", [(mode, {}) for mode in MODES] + [
+    ("workflow", {"limit": 6}),  # every search step passes the limit: the re-prune loop brings it back
+    ("autonomous", {"history": "summarize", "history_turns": 1}),  # the policy writes the history summary
+])
+def test_teacher_completes_sessions_with_valid_samples(sessions, fmt, mode, params):
+    make_env = make_env_factory("memtool", {"mode": mode, **params})
     trajs = run_rollouts(sessions, ScriptedTeacher(sessions), fmt, make_env, LOOP, progress=False)
     summary = metrics.summarize(trajs)[mode]
     assert summary["task_completion"] == 1.0 and summary["tool_correctness"] == 1.0
@@ -45,6 +48,11 @@ def test_teacher_completes_sessions_with_valid_samples(sessions, fmt, mode):
     assert summary["removal_ratio"] > 0.7 and summary["loaded_max"] <= 15
     for traj in trajs:
         assert traj.stop_reason == "answer" and traj.score == 1.0 and traj.reward == 1.0
+        if "limit" in params:  # request 1's search step loaded 10 tools: the re-prune step kept the 2 it needs
+            assert traj.info["turns"][0]["added"] == 10 and traj.info["turns"][0]["loaded"] == 2
+        if "history" in params:  # requests 1-3 left the window: the summary names them
+            assert "Summary of earlier requests:\nRequest 1 of 5" in traj.messages[0]["content"]
+            assert "Request 3 of 5" in traj.messages[0]["content"]
         assert len(traj.info["turns"]) == 5 and all(t["completed"] for t in traj.info["turns"])
         # every request but the last ends with an answer after which the prompt restarts (a new sample)
         assert sum(s.next_turn for s in traj.steps) >= 4
@@ -91,12 +99,12 @@ def test_limit_breach_and_format_errors_cost_the_reward(sessions, fmt):
 
     def greedy(k, r):  # searches two more companies each time (5 tools each), then answers
         names = [companies[2 * k].name, companies[2 * k + 1].name]
-        return format_tool_call("search_tools", {"keywords": names}) if k < 3 else "done"
+        return format_tool_call("Search_Tools", {"keywords": names}) if k < 3 else "done"
 
     make_env = make_env_factory("memtool", {"limit": 12})
     (traj,) = run_rollouts(sessions[:1], Script(greedy), fmt, make_env, LOOP, progress=False)
-    assert traj.info["turns"][0]["breaches"] >= 1 and traj.format_errors == 0 and traj.reward == -1.0
-    assert traj.info["turns"][0]["loaded"] == 10  # the breaching search loaded nothing
+    assert traj.info["turns"][0]["breaches"] == 2 and traj.format_errors == 0 and traj.reward == -1.0
+    assert traj.info["turns"][0]["loaded"] == 30  # the paper's rule: the searches past the limit still added
 
     (traj,) = run_rollouts(sessions[:1], Script(lambda k, r: format_tool_call("get_revenue_zzz", {"year": 2020})
                                                 if k == 0 else "done"), fmt, make_env, LOOP, progress=False)
@@ -105,7 +113,7 @@ def test_limit_breach_and_format_errors_cost_the_reward(sessions, fmt):
 
 def test_tool_call_cap_stops_a_session(sessions, fmt):
     def forever(k, r):
-        return format_tool_call("search_tools", {"keywords": ["revenue"]})
+        return format_tool_call("Search_Tools", {"keywords": ["revenue"]})
 
     (traj,) = run_rollouts(sessions[:1], Script(forever), fmt, make_env_factory("memtool"),
                            LoopConfig(max_tool_calls=6), progress=False)

@@ -49,9 +49,10 @@ def test_check_config_rejects_bad_environment_params(params, message):
 
 
 def coin(traj) -> float:
-    """A reward term that surely varies within a group (a checksum of the first completion's text): the untrained
-    embedded model earns the memtool reward (task completion) ~never, so this makes the gradient nonzero."""
-    return float(zlib.crc32(traj.steps[0].text.encode()) % 2)
+    """A reward term that surely varies within a group (a checksum of the first completion's text, in 1000
+    steps: two sampled completions tie on it 1 time in 1000): the untrained embedded model earns the memtool
+    reward (task completion) ~never, so this makes the gradient nonzero."""
+    return zlib.crc32(traj.steps[0].text.encode()) % 1000 / 1000
 
 
 @register_env
@@ -74,7 +75,7 @@ def test_two_rl_steps_on_memtool_sessions(model_path, tmp_path):
     cfg = SculptorGRPOConfig(
         model=model_path, tasks=str(tmp_path / "tasks.jsonl"), output_dir=str(tmp_path / "rl"),
         environment="memtool-coin", environment_params={"mode": "autonomous", "loaded_tools_penalty": 0.01},
-        engine="hf", max_steps=2, num_generations=4, per_device_train_batch_size=1, gradient_accumulation_steps=4,
+        engine="hf", max_steps=2, num_generations=2, per_device_train_batch_size=1, gradient_accumulation_steps=2,
         max_new_tokens=24,
         max_tool_calls=4, max_context_tokens=2048, learning_rate=1e-4, lr_scheduler_type="constant", bf16=False,
         report_to="none", save_strategy="no", use_cpu=True, save_rollouts=True, seed=1)
@@ -87,16 +88,16 @@ def test_two_rl_steps_on_memtool_sessions(model_path, tmp_path):
     assert min(e["frac_reward_zero_std"] for e in logs) < 1, "no group had a learning signal"
     assert digest(trainer.model) != before
     for e in logs:  # calls per task logged for the env's own tools; catalogue calls pooled
-        assert {k for k in e if k.startswith("tools/")} == {"tools/search_tools", "tools/remove_tools", "tools/other"}
-        assert e["tools/search_tools"] + e["tools/remove_tools"] + e["tools/other"] == pytest.approx(
+        assert {k for k in e if k.startswith("tools/")} == {"tools/Search_Tools", "tools/Remove_Tools", "tools/other"}
+        assert e["tools/Search_Tools"] + e["tools/Remove_Tools"] + e["tools/other"] == pytest.approx(
             e["tool_calls_per_task"])
     for step in (1, 2):
         trajs = list(read_trajectories(tmp_path / "rl" / "rollouts" / f"step-{step:06d}.rank0.jsonl"))
-        assert len(trajs) == 4 and len({t.task_id for t in trajs}) == 1
+        assert len(trajs) == 2 and len({t.task_id for t in trajs}) == 1
         for t in trajs:  # memtool sessions, rewarded once, by the env: the memtool reward plus the coin
             assert t.info["env"] == "memtool" and t.info["mode"] == "autonomous" and t.info["turns"]
             env_reward = metrics.session_reward(t, RewardConfig.of(cfg), loaded_tools_penalty=0.01)
             assert t.reward == pytest.approx(env_reward + coin(t))
         summary = metrics.summarize(trajs)["autonomous"]
-        assert summary["sessions"] == 4 and 0.0 <= summary["task_completion"] <= 1.0
+        assert summary["sessions"] == 2 and 0.0 <= summary["task_completion"] <= 1.0
     json.dumps(logs)  # the logged metrics are plain numbers

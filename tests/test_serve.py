@@ -363,8 +363,8 @@ def memtool_policy(messages: list[dict], tool: str) -> str:
 
     last = messages[-1]
     if last["role"] == "user":
-        return format_tool_call("search_tools", {"keywords": [keyword(tool)]})
-    if last["content"].startswith("Loaded"):
+        return format_tool_call("Search_Tools", {"keywords": [keyword(tool)]})
+    if " tools added: " in last["content"]:
         return format_tool_call(tool, {"year": 2020})
     return f"Answer: {last['content']}"
 
@@ -403,7 +403,7 @@ def test_memtool_env_serves_a_request_with_its_own_tool_set(memtool_client, memt
     assert resp.choices[0].message.content == f"Answer: {tool.result(2020)}"
     search, call, answer = resp.sculptor_trace["steps"]
     (s,) = search["calls"]
-    assert s["name"] == "search_tools" and s["ok"] and s["modified"] and tool.name in s["result"]
+    assert s["name"] == "Search_Tools" and s["ok"] and s["modified"] and tool.name in s["result"]
     assert call["calls"][0]["name"] == tool.name and call["calls"][0]["ok"] and answer["calls"] == []
     # the first prompt is a session's: the earlier exchange as request 1 of 2, this one as request 2 of 2, under
     # the MemTool system prompt, with only the management tools loaded
@@ -412,7 +412,7 @@ def test_memtool_env_serves_a_request_with_its_own_tool_set(memtool_client, memt
                       "messages": [{"role": "user", "content": "-"}]}, MemToolConfig(limit=16))
     env.append(history[1])
     env.on_answer(history[1]["content"])  # autonomous mode: the reply closes request 1 and opens request 2
-    assert [t["function"]["name"] for t in env.tools] == ["search_tools", "remove_tools"]
+    assert [t["function"]["name"] for t in env.tools] == ["Search_Tools", "Remove_Tools"]
     assert search["prompt_tokens"] == len(fmt.head_ids(env.render(), env.tools))
 
 

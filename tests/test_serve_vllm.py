@@ -130,7 +130,7 @@ def test_memtool_env_runs_the_request_as_a_session(vllm_engine, fmt):
         resp = chat(client, messages, extra_body={"sculptor": {"return_trace": True}})
     env = conversation_env("memtool", {"mode": "autonomous"})(messages, 0)
     assert env.render()[1]["content"].startswith("Request 1 of 1: ")
-    assert [t["function"]["name"] for t in env.tools] == ["search_tools", "remove_tools"]
+    assert [t["function"]["name"] for t in env.tools] == ["Search_Tools", "Remove_Tools"]
     trace = resp.sculptor_trace
     assert trace["steps"][0]["prompt_tokens"] == len(fmt.head_ids(env.render(), env.tools))
     assert resp.usage.prompt_tokens == sum(step["prompt_tokens"] for step in trace["steps"])

@@ -9,7 +9,14 @@ import pytest
 
 from sculptor_rl import tasks
 from sculptor_rl.tasks import babilong, common, mrcr, needlebench, pi_llm
-from sculptor_rl.tasks.common import context_bounds
+from sculptor_rl.tasks.common import context_spans
+
+
+def context_bounds(record: dict) -> tuple[int, int]:
+    """A generated record's long context: one span of its one user message (`meta.context`)."""
+    ((message, lo, hi),) = context_spans(record)
+    assert message == 0
+    return lo, hi
 
 FAMILIES = sorted(tasks.FAMILIES)
 
@@ -37,8 +44,9 @@ def test_record_format(task):
         assert r["task"] == task and re.fullmatch(rf"{task}-s0-\d{{5}}", r["id"])
         (user,) = r["messages"]  # no system message: the environment gives it
         assert user["role"] == "user"
-        lo, hi = context_bounds(user["content"])
+        lo, hi = context_bounds(r)
         question = user["content"][hi:]
+        assert question.strip() == r["meta"]["question"] and user["content"][:lo].strip()  # intro, context, question
         assert "Answer" in question or "key: value" in question  # the format comes with the question, last
         assert hi - lo > 0.6 * len(user["content"])  # the long context dominates the message
         meta = r["meta"]
@@ -66,14 +74,14 @@ def test_size_scales_with_params(task, small, large):
     assert large_tokens > 4 * small_tokens
     if "context_tokens" in large:  # the context itself is about the asked size
         r = records(task, 1, **large)[0]
-        lo, hi = context_bounds(r["messages"][0]["content"])
+        lo, hi = context_bounds(r)
         assert 0.9 * 4000 <= common.approx_tokens(r["messages"][0]["content"][lo:hi]) <= 1.15 * 4000
 
 
 def test_pi_llm_stream():
     r = records("pi_llm", 1, keys=5, updates=7)[0]
     user = r["messages"][0]["content"]
-    lines = user[slice(*context_bounds(user))].splitlines()
+    lines = user[slice(*context_bounds(r))].splitlines()
     assert len(lines) == 35 and len(set(lines)) == 35  # every line unique: distinct values per key
     last = {}
     for line in lines:
@@ -90,7 +98,7 @@ def test_needles_are_recoverable():
     """What each parser finds in the context is exactly what the generator hid there."""
     for r in records("needlebench", 10, needles=5):
         user = r["messages"][0]["content"]
-        parents = needlebench.parse_relations(user[slice(*context_bounds(user))])
+        parents = needlebench.parse_relations(user[slice(*context_bounds(r))])
         assert len(parents) == 5
         assert needlebench.eldest_ancestor(parents, r["meta"]["person"]) == r["answer"]
     for r in records("babilong", 10, facts=12):
@@ -191,6 +199,55 @@ def test_mrcr_tolerant_extraction():
     assert tasks.score(r, f"Answer: {reply[: len(reply) // 2]}") < 0.8
 
 
+# ---- official formats ----
+
+@pytest.mark.parametrize("task", FAMILIES)
+def test_official_format_is_what_import_makes_of_the_release_row(task, tmp_path):
+    """format=official: the generated record as its benchmark releases it, imported by that benchmark's importer,
+    scored by its rule; the generation's meta is kept (the teachers read what the question asks about)."""
+    from sculptor_rl.tasks.importers import import_benchmark
+    from sculptor_rl.tasks.official import official_row
+
+    native, official = records(task, 4), records(task, 4, format="official")
+    assert official == records(task, 4, format="official")  # deterministic by seed too
+    source = tmp_path / "release.jsonl"
+    source.write_text("".join(json.dumps(official_row(r)) + "\n" for r in native))
+    for n, r, imported in zip(native, official, import_benchmark(task, source)):
+        assert (r["id"], r["task"], r["meta"]["benchmark"]) == (n["id"], task, task)
+        assert (r["messages"], r["answer"]) == (imported["messages"], imported["answer"])
+        assert {k: r["meta"][k] for k in ("bucket", "context", "question")} == {
+            k: imported["meta"][k] for k in ("bucket", "context", "question")}
+        assert {k: v for k, v in n["meta"].items() if k not in r["meta"]} == {}  # generation meta kept
+        assert tasks.score(r, tasks.render_answer(r)) == 1.0 and tasks.score(r, "") == 0.0
+    pi, nb, mr, ba = (records(t, 1, format="official")[0] for t in ("pi_llm", "needlebench", "mrcr", "babilong"))
+    if task == "pi_llm":  # one long line of `key: value; `, the answer form `The current value of <key> is <value>.`
+        ((_, a, b),) = context_spans(pi)
+        stream = pi["messages"][0]["content"][a:b]
+        assert "\n" not in stream and stream.count("; ") == pi["meta"]["keys"] * pi["meta"]["updates"] - 1
+        assert tasks.render_answer(pi).startswith("The current value of ")
+    if task == "needlebench":
+        assert f"'{nb['meta']['person']}'" in nb["messages"][0]["content"]
+        assert tasks.score(nb, f"\\boxed{{{nb['meta']['person']}}}") == 0.0  # the asked person: wrong
+    if task == "mrcr":  # a chat; the answer starts with the random prefix the last message asks for
+        assert len(mr["messages"]) == 2 * mr["meta"]["turns"] + 1 and mr["messages"][1]["role"] == "assistant"
+        prefix = mr["meta"]["random_string_to_prepend"]
+        assert prefix in mr["messages"][-1]["content"] and tasks.score(mr, mr["answer"].removeprefix(prefix)) == 0
+    if task == "babilong":
+        assert ba["meta"]["babilong_task"] == "qa1" and ba["meta"]["bucket"] == "2k/qa1"
+
+
+def test_format_is_checked_and_the_cli_generates_official_records(tmp_path):
+    from sculptor_rl.cli import main
+
+    with pytest.raises(ValueError, match="format must be native or official"):
+        records("pi_llm", 1, format="offical")
+    with pytest.raises(ValueError, match="format must be native or official"):
+        records("memtool", 1, format="official")
+    out = tmp_path / "official.jsonl"
+    main(["data", "generate", "--task", "needlebench", "--num", "2", "--param", "format=official", "--out", str(out)])
+    assert [r["meta"]["benchmark"] for r in tasks.load_tasks(out)] == ["needlebench"] * 2
+
+
 # ---- dataset IO ----
 
 def mixed() -> list[dict]:
@@ -254,6 +311,15 @@ def test_missing_field_is_named(tmp_path, field):
 def test_malformed_jsonl(tmp_path, line, message):
     with pytest.raises(ValueError, match=message):
         tasks.load_tasks(write_lines(tmp_path / "t.jsonl", [line]))
+
+
+def test_a_context_span_outside_its_messages_is_named_on_load(tmp_path):
+    (r,) = records("babilong", 1)
+    r["meta"]["context"] = [{"message": 1, "start": 0, "end": 5}]
+    path = write_lines(tmp_path / "t.jsonl", [json.dumps(r)])
+    with pytest.raises(ValueError, match=r"t.jsonl line 1: task 'babilong-s0-00000': meta.context span .* is not "
+                                         r"inside its messages"):
+        tasks.load_tasks(path)
 
 
 def test_duplicate_ids_and_bad_parquet(tmp_path):

@@ -89,6 +89,45 @@ def test_teacher_on_other_buckets(task, params):
     assert max(r.calls for r in results) < MAX_CALLS
 
 
+def test_pi_llm_fold_ends_where_the_student_can_see():
+    """The pi_llm teacher folds the stream up to its last TAIL_UPDATES updates, a fixed distance from the question,
+    not up to the first of the asked keys' last updates (a place only the answer tells); it reaches further back
+    only when an asked key's last update lies before that tail."""
+    from sculptor_rl.envs.teachers import TAIL_UPDATES
+
+    structural = 0
+    for task in tasks.generate("pi_llm", 40, seed=5, keys=3, updates=64):
+        lines = task["messages"][0]["content"].split("\n\n")[1].split("\n")
+        first_last = min(max(i for i, line in enumerate(lines) if line.startswith(f"{key}: "))
+                         for key in task["answer"])
+        call = HermesParser().parse(teacher_for("pi_llm")(task, AcmEnv(task).workspace.render())).calls[0]
+        end = lines.index(next(line for line in lines if line.endswith(call.arguments["end_marker"])))
+        assert lines[0].startswith(call.arguments["start_marker"])
+        assert end == min(len(lines) - TAIL_UPDATES, first_last) - 1
+        structural += first_last >= len(lines) - TAIL_UPDATES
+    assert structural >= 34  # ~95 % of tasks with 3 keys
+
+
+@pytest.mark.parametrize("task", ["pi_llm", "needlebench", "babilong"])
+def test_teacher_on_the_official_formats(task):
+    """format=official (one-line PI-LLM stream, `<Document>`, `<context>`): the context comes from meta.context,
+    the answer in the benchmark's own form, scored by its rule."""
+    results = [rollout(r) for r in tasks.generate(task, 10, seed=2, format="official")]
+    assert not [f for r in results for f in r.failed]
+    assert mean(r.score for r in results) == 1.0 and min(r.reduction for r in results) > 0.5
+
+
+def test_a_context_the_teachers_cannot_fold_is_a_clear_error():
+    (chat,) = tasks.generate("mrcr", 1, format="official")  # MRCR's chat: the context is 40 messages
+    with pytest.raises(ValueError, match=r"task 'mrcr-s0-00000': .* 40 span\(s\) in 40 message\(s\)"):
+        rollout(chat)
+    (record,) = tasks.generate("babilong", 1)
+    with pytest.raises(ValueError, match="task 'babilong-s0-00000': no meta.context"):
+        rollout({**record, "meta": {k: v for k, v in record["meta"].items() if k != "context"}})
+    with pytest.raises(ValueError, match="task 'babilong-s0-00000': the babilong teacher needs meta.person"):
+        rollout({**record, "meta": {k: v for k, v in record["meta"].items() if k != "person"}})
+
+
 def test_answer_comes_from_the_visible_context():
     """Folding the kept fact just before the teacher answers makes its answer wrong: it reads the context."""
     task = tasks.generate("babilong", 1, seed=3)[0]

@@ -6,7 +6,14 @@ and give its parameters with `environment_params:` (`--environment-param K=V`):
 
 - `acm`: the ACM workspace (six context tools) over the task's messages; no parameters.
 - `memtool`: a MemTool session in which the agent manages its own tool set; `MemToolConfig`'s parameters
-  (mode, limit, history_turns, digest_turns, loaded_tools_penalty).
+  (mode, limit and its rules, the history manager, an optional judge, loaded_tools_penalty).
+- `toolmem`: predict a tool's score on a task, or pick the better of two tools, with a memory of the tools in
+  context (ToolMem); `ToolMemParams` (mode generic|few-shot|toolmem, memory, top_k).
+- `tamem`: a question about a long conversation answered through TA-Mem's ten memory tools; `TamemParams`
+  (notes oracle|DIR of extracted notes, max_turns).
+- `memtoolagent`: WorkBench-style tool use (27 tools, outcome = final database state) with a memory of past
+  episodes in the system prompt (MemToolAgent); `MemToolAgentParams` (memory, retrieval none|topk|dynamic, k,
+  radius, prominence, peak, reflections, toolset all|domain).
 - `full`, `truncate`, `bm25`: the no-tool baselines; `truncate` and `bm25` take `context_budget` and
   `chunk_tokens` (`BaselineParams`) and need the policy's tokenizer.
 
@@ -24,12 +31,16 @@ from .acm import ACM_SYSTEM_PROMPT, AcmEnv
 from .base import Env, ToolResult, with_system
 from .baselines import Bm25Env, FullEnv, TruncateEnv
 from .memtool import MemToolConfig, MemToolEnv
+from .memtoolagent import MemToolAgentEnv
+from .toolmem import ToolMemEnv
 from .reward import RewardConfig, compute_reward
+from .tamem import TamemEnv
 
 __all__ = ["ACM_SYSTEM_PROMPT", "ENVS", "AcmEnv", "Env", "MemToolConfig", "MemToolEnv", "RewardConfig", "ToolResult",
            "compute_reward", "conversation_env", "make_env_factory", "params_of", "register_env", "with_system"]
 
-ENVS: dict[str, type[Env]] = {cls.name: cls for cls in (AcmEnv, MemToolEnv, FullEnv, TruncateEnv, Bm25Env)}
+ENVS: dict[str, type[Env]] = {cls.name: cls for cls in (AcmEnv, MemToolEnv, FullEnv, TruncateEnv, Bm25Env,
+                                                         ToolMemEnv, TamemEnv, MemToolAgentEnv)}
 
 
 def register_env(cls: type[Env]) -> type[Env]:

@@ -14,6 +14,10 @@ one (`make_env(task, index)`, see `sculptor_rl.envs.make_env_factory`), then at 
   and the rollout goes on (a multi-turn session; default False: the answer ends the rollout);
 - `score(answer) -> float` (default: the task family's scorer), `reward(traj) -> float` (default: design
   eq. 4, `reward.compute_reward`), `info() -> dict` (the env's record of the rollout, `Trajectory.info`).
+
+And for `sculptor-rl eval --environment NAME`, class-level: `task_families` (the generated families it runs by
+default), `eval_modes()` (its modes: mode -> the environment that runs it and that one's parameters) and
+`summarize(trajs, mode)` (the env's own metrics of a mode's trajectories, beside the usual ones).
 """
 
 from __future__ import annotations
@@ -50,6 +54,19 @@ class Env:
     Params = NoParams  # a dataclass of the env's parameters, checked by the registry
     system_prompt = ""
     tools: list[dict] = []
+    task_families: tuple[str, ...] = ()  # what `eval` generates for this env by default
+
+    @classmethod
+    def eval_modes(cls) -> dict[str, tuple[str, dict]]:
+        """`eval`'s modes: mode -> (environment name, its parameters); the user's `environment_params` are
+        merged over them. Default: the env itself as its one mode."""
+        return {cls.name: (cls.name, {})}
+
+    @classmethod
+    def summarize(cls, trajs: list, mode: str) -> dict:
+        """The env's own metrics of one eval mode's trajectories (plain JSON, under the env's name in
+        results.json); the usual accuracy/score/context metrics are computed for every env anyway."""
+        return {}
 
     def __init__(self, task: dict, params=None, *, seed: int = 0, reward: RewardConfig | None = None,
                  tokenizer=None):

@@ -6,9 +6,12 @@
   by BM25 against the question, the best chunks up to `context_budget` tokens kept in document order.
 
 None holds a tool, so the first completion is the answer (eval also allows no tool call). Their system prompt
-announces no tools. A task's last user message is `intro \\n\\n context \\n\\n question` (sculptor_rl/tasks);
-users' own data must follow that layout for `truncate` and `bm25`, which need the policy's tokenizer.
-`original()` is the whole context, so a trajectory's context reduction is measured against it.
+announces no tools. `truncate` and `bm25` (which need the policy's tokenizer) shrink only the record's long
+context: the spans its `meta.context` names (`tasks.common.context_spans`; generated and imported records have
+them, a record without them is an error naming it). The rest of each message, the question with it, is kept.
+A context in several spans (MRCR's chat: one per earlier turn) is shrunk as one text: `truncate` keeps its last
+`context_budget` tokens, `bm25` ranks the chunks of all spans together. `original()` is the whole context, so a
+trajectory's context reduction is measured against it.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ import re
 from bisect import bisect_left
 from dataclasses import dataclass
 
+from ..memory.retrieval import bm25_scores
+from ..tasks.common import context_spans
 from .base import Env
 
 __all__ = ["BASELINE_SYSTEM_PROMPT", "BaselineParams", "Bm25Env", "FullEnv", "TruncateEnv", "bm25_context", "chunks",
-           "split_user", "truncate_context"]
+           "question_text", "truncate_context"]
 
 BASELINE_SYSTEM_PROMPT = "Read the text the user gives you and answer the question at its end."
 _SPACE = re.compile(r"\s")
@@ -44,7 +49,7 @@ class FullEnv(Env):
 
 
 class _ShrunkEnv(FullEnv):
-    """The last user message's context shrunk by `shrink(context, question)`; `original()` keeps it whole."""
+    """The record's context spans shrunk by `shrink(pieces, question)`; `original()` keeps them whole."""
 
     Params = BaselineParams
 
@@ -52,14 +57,17 @@ class _ShrunkEnv(FullEnv):
         super().__init__(task, params, **kwargs)
         if self.tokenizer is None:
             raise ValueError(f"the {self.name} environment needs the policy's tokenizer")
-        users = [i for i, m in enumerate(self.messages) if m["role"] == "user"]
-        if not users:
-            raise ValueError(f"task {task['id']}: no user message to take the context from")
+        spans, own = context_spans(task), task["messages"]
+        shift = len(self.messages) - len(own)  # the system prompt put before the record's messages
         self.shown = [dict(m) for m in self.messages]
-        intro, context, question = split_user(self.shown[users[-1]]["content"])
-        self.shown[users[-1]]["content"] = f"{intro}\n\n{self.shrink(context, question)}\n\n{question}"
+        kept = self.shrink([own[i]["content"][a:b] for i, a, b in spans], question_text(task))
+        for (i, a, b), piece in sorted(zip(spans, kept), reverse=True):  # from the end: offsets stay valid
+            head = len(self.messages[i + shift]["content"]) - len(own[i]["content"])  # the env's prompt before
+            text = self.shown[i + shift]["content"]  # a record's own system text, when the span lies there
+            self.shown[i + shift]["content"] = text[:head + a] + piece + text[head + b:]
 
-    def shrink(self, context: str, question: str) -> str:
+    def shrink(self, pieces: list[str], question: str) -> list[str]:
+        """What is kept of each context piece, in order."""
         raise NotImplementedError
 
     def render(self) -> list[dict]:
@@ -76,24 +84,35 @@ class _ShrunkEnv(FullEnv):
 class TruncateEnv(_ShrunkEnv):
     name = "truncate"
 
-    def shrink(self, context: str, question: str) -> str:
-        return truncate_context(context, self.params.context_budget, self.tokenizer)
+    def shrink(self, pieces: list[str], question: str) -> list[str]:
+        """The last `context_budget` tokens of the pieces together: whole pieces from the last while they fit,
+        the end of the one that does not, nothing of those before it."""
+        budget, kept = self.params.context_budget, []
+        for piece in reversed(pieces):
+            cut = truncate_context(piece, budget, self.tokenizer) if budget > 0 else ""
+            kept.append(cut)
+            budget = budget - len(self.tokenizer.encode(piece, add_special_tokens=False)) if cut == piece else 0
+        return kept[::-1]
 
 
 class Bm25Env(_ShrunkEnv):
     name = "bm25"
 
-    def shrink(self, context: str, question: str) -> str:
-        return bm25_context(context, question, self.params.context_budget, self.params.chunk_tokens, self.tokenizer)
+    def shrink(self, pieces: list[str], question: str) -> list[str]:
+        return bm25_context(pieces, question, self.params.context_budget, self.params.chunk_tokens, self.tokenizer)
 
 
-def split_user(text: str) -> tuple[str, str, str]:
-    """(intro, context, question) of a task's user message laid out as `intro \\n\\n context \\n\\n question`."""
-    first, last = text.find("\n\n"), text.rfind("\n\n")
-    if first < 0 or first == last:
-        raise ValueError("the truncate and bm25 modes need the user message laid out as "
-                         "`intro \\n\\n context \\n\\n question` (two blank lines at least)")
-    return text[:first], text[first + 2 : last], text[last + 2 :]
+def question_text(task: dict) -> str:
+    """What the record asks (the bm25 query): `meta.question`, else its last user message outside the context."""
+    question = (task.get("meta") or {}).get("question")
+    if isinstance(question, str) and question.strip():
+        return question
+    i = max(j for j, m in enumerate(task["messages"]) if m["role"] == "user")
+    text, pos, parts = task["messages"][i]["content"], 0, []
+    for _, a, b in sorted(span for span in context_spans(task) if span[0] == i):
+        parts.append(text[pos:a])
+        pos = b
+    return " ".join([*parts, text[pos:]]).strip()
 
 
 def _token_starts(text: str, tokenizer) -> list[int]:
@@ -144,20 +163,22 @@ def chunks(text: str, size: int, tokenizer) -> list[str]:
     return out
 
 
-def bm25_context(context: str, question: str, budget: int, chunk_tokens: int, tokenizer) -> str:
-    """The chunks of `context` BM25 ranks best for `question`, up to `budget` tokens, in document order."""
-    import bm25s
-
-    pieces = chunks(context, chunk_tokens, tokenizer)
-    retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize(pieces, stopwords="en", show_progress=False), show_progress=False)
-    query = bm25s.tokenize(question, stopwords="en", return_ids=False, show_progress=False)[0]
-    scores = retriever.get_scores(query) if query else [0.0] * len(pieces)
-    ranked = sorted(range(len(pieces)), key=lambda i: -scores[i])  # stable: ties keep document order
+def bm25_context(pieces: list[str], question: str, budget: int, chunk_tokens: int, tokenizer) -> list[str]:
+    """What is kept of each piece: the chunks (of all pieces together) BM25 ranks best for `question`, up to
+    `budget` tokens, in document order."""
+    chunked = [(k, c) for k, piece in enumerate(pieces) for c in chunks(piece, chunk_tokens, tokenizer)]
+    if not chunked:
+        return list(pieces)
+    texts = [c for _, c in chunked]
+    scores = bm25_scores(question, texts)
+    ranked = sorted(range(len(texts)), key=lambda i: -scores[i])  # stable: ties keep document order
     kept, used = [], 0
     for i in ranked:
-        n = len(tokenizer.encode(pieces[i], add_special_tokens=False))
+        n = len(tokenizer.encode(texts[i], add_special_tokens=False))
         if used + n <= budget:
             kept.append(i)
             used += n
-    return "".join(pieces[i] for i in sorted(kept))
+    out = [""] * len(pieces)
+    for i in sorted(kept):
+        out[chunked[i][0]] += texts[i]
+    return out

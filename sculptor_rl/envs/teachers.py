@@ -19,20 +19,23 @@ Every teacher follows one plan:
 3. fold: `fold_fragment` on every fragment made, all in one completion;
 4. answer from the visible text with the family's own parser.
 So the context shrinks to the system prompt, the intro, the kept spans, one marker per gap, and the question.
+The long context is where the record's `meta.context` says (one span of its first user message: a fragment
+never spans two messages, so MRCR's official chat is refused with an error naming the record); the answer is
+given in the record's answer form, its family's or, for `format="official"` records, its benchmark's.
 
 What each family searches for and keeps:
-- pi_llm: keeps each asked key's last update line. Those lines sit near the end of the randomly
-  interleaved stream, so everything before the first of them folds into one marker (plus any long stretch
-  between them). No search: search_context lists a key's first matches, not its last, and with tens of
-  updates per key its windows would hold more text than the stream itself. Answers each key's last
-  visible value.
+- pi_llm: keeps the stream's last TAIL_UPDATES updates (further back only when an asked key's last update
+  lies before them, ~5 % of tasks with 3 keys) and folds everything before them into one marker: the fold's
+  end is a fixed distance from the question, a position the student sees. No search: search_context lists a
+  key's first matches, not its last, and with tens of updates per key its windows would hold more text than
+  the stream itself. Answers each key's last visible value.
 - needlebench: searches the asked person; the hit shows the statement naming that person's parent, which
   is searched next (one search per completion: the multi-hop walk), until a search shows no parent. Keeps
   the statements found; answers the eldest ancestor traced through the visible statements.
 - mrcr: searches the asked request; keeps its i-th user/assistant exchange and folds everything around it,
   however short (another occurrence of the request must not stay visible); answers with the visible reply.
 - babilong: searches the asked person; keeps their last move; answers its place.
-Tool calls per task at the default sizes: pi_llm 2 (+2 per extra stretch), needlebench needles + 1 searches
+Tool calls per task at the default sizes: pi_llm 2, needlebench needles + 1 searches
 and 2 per stretch (12 at 3 needles, at most 18 at 5), mrcr 5, babilong 5.
 """
 
@@ -45,10 +48,16 @@ from collections.abc import Callable
 
 from ..engines.base import Completion, Request
 from ..memtool import sessions as memtool_sessions
-from ..tasks import babilong, mrcr, needlebench, pi_llm
-from ..tasks.common import context_bounds, render_value
+from ..tasks import babilong, mrcr, needlebench, pi_llm, render_answer
+from ..tasks.common import context_spans
 from ..toolcalls import HermesParser, ToolCall, format_tool_call
+from ..workbench import nestful
+from ..workbench import tasks as workbench_tasks
 from .memtool_teacher import teach as memtool_teach
+from .memtoolagent_teacher import teach as memtoolagent_teach
+from .tamem import TamemEnv
+from .tamem_teacher import teach as tamem_teach
+from .toolmem import ToolMemEnv, teach as toolmem_teach
 
 Span = tuple[int, int]
 SEARCH_ARGS = {"max_results": 50, "context_size": 100}
@@ -60,6 +69,7 @@ class Strategy:
     searches: Callable[[dict, dict[str, str]], list[str]]  # (task, {query: result}) -> next queries, [] if done
     keep: Callable[[dict, str, dict[str, str]], list[Span]]  # (task, original user text, searched) -> spans
     answer: Callable[[dict, str], str]  # (task, rendered user text) -> final response
+    needs: tuple[str, ...]  # what the question asks about, in task["meta"] (generated records carry it)
     min_gap: int = 300  # characters: shorter stretches between kept spans are not folded
 
 
@@ -94,9 +104,21 @@ def _markers(text: str, a: int, b: int) -> tuple[str, str] | None:
                  if s >= after and b - s >= MIN_MARKER_CHARS and text.find(text[s:b], after) == s), None)
 
 
-def _fold_plan(text: str, keep: list[Span], min_gap: int) -> list[tuple[str, str]]:
+def _context(task: dict) -> Span:
+    """Where the record's long context lies (`meta.context`): one span of its first user message, the message
+    the teachers fold in (a fragment never spans two messages)."""
+    spans = context_spans(task)
+    first = next((i for i, m in enumerate(task["messages"]) if m["role"] == "user"), None)
+    if len(spans) != 1 or spans[0][0] != first:
+        raise ValueError(f"task {task.get('id')!r}: the scripted teachers fold a long context that lies in the first "
+                         f"user message; its meta.context has {len(spans)} span(s) in "
+                         f"{len({i for i, _, _ in spans})} message(s) (a chat such as MRCR's official format)")
+    return spans[0][1:]
+
+
+def _fold_plan(task: dict, text: str, keep: list[Span], min_gap: int) -> list[tuple[str, str]]:
     """Markers for each stretch of the context outside the kept spans that is worth folding."""
-    lo, hi = context_bounds(text)
+    lo, hi = _context(task)
     edges = [lo, *(p for span in sorted(keep) for p in span), hi]
     plan = []
     for a, b in zip(edges[::2], edges[1::2]):
@@ -115,6 +137,10 @@ def _windows(results: dict[str, str]) -> str:
 
 
 def _policy(strategy: Strategy, task: dict, messages: list[dict]) -> str:
+    missing = [k for k in strategy.needs if k not in (task.get("meta") or {})]
+    if missing:
+        raise ValueError(f"task {task.get('id')!r}: the {task['task']} teacher needs meta.{missing[0]} (what the "
+                         f"question asks about), which generated records carry and imported ones do not")
     turns = _turns(messages)
     last = turns[-1][0].name if turns else None
     user = _user(messages)
@@ -123,7 +149,7 @@ def _policy(strategy: Strategy, task: dict, messages: list[dict]) -> str:
         queries = strategy.searches(task, searched)
         if queries:
             return _calls([("search_context", {"query": q, **SEARCH_ARGS}) for q in queries])
-        plan = _fold_plan(user, strategy.keep(task, user, searched), strategy.min_gap)
+        plan = _fold_plan(task, user, strategy.keep(task, user, searched), strategy.min_gap)
         if plan:
             return _calls([("fragment_context", {"start_marker": s, "end_marker": e, "num_fragments": 1})
                            for s, e in plan])
@@ -134,6 +160,12 @@ def _policy(strategy: Strategy, task: dict, messages: list[dict]) -> str:
     return strategy.answer(task, user)
 
 
+def _render(task: dict, answer) -> str:
+    """`answer` (read from the visible context) in the record's answer form: its family's, or its benchmark's for
+    a record in an official format (`tasks.render_answer`)."""
+    return render_answer({**task, "answer": answer})
+
+
 def _once(queries: Callable[[dict], list[str]]) -> Callable[[dict, dict[str, str]], list[str]]:
     """One round of searches."""
     return lambda task, searched: [] if searched else queries(task)
@@ -141,18 +173,27 @@ def _once(queries: Callable[[dict], list[str]]) -> Callable[[dict, dict[str, str
 
 # ---- pi_llm ----
 
-def _key_line(key: str) -> re.Pattern:
-    return re.compile(rf"^{re.escape(key)}: (\S+)$", re.M)
+def _update(key: str) -> re.Pattern:
+    """One `key: value` update: a line of its own (generated), or one of the official stream's `key: value; `
+    pieces; after a fold, a folded marker's `>` may precede it and a fragment tag's `<` follow it."""
+    return re.compile(rf"(?<![^\s;>]){re.escape(key)}: ([^;\n<]*[^;\s<])", re.M)
+
+
+TAIL_UPDATES = 10  # with 3 keys, all their last updates lie in the last 10 w.p. ~95 %
 
 
 def _pi_keep(task: dict, user: str, searched: dict[str, str]) -> list[Span]:
-    lo, hi = context_bounds(user)
-    return [[*_key_line(key).finditer(user, lo, hi)][-1].span() for key in task["meta"]["asked_keys"]]
+    """The last TAIL_UPDATES updates of the stream, reaching further back only if an asked key's last update lies
+    before them: the fold's end is a position the student sees, not one that needs the answer."""
+    lo, hi = _context(task)
+    updates = [m.start() for m in re.finditer(r"(?:^|(?<=; ))\S[^\n;]*?: ", user[:hi], re.M) if m.start() >= lo]
+    lasts = [[*_update(key).finditer(user, lo, hi)][-1].start() for key in task["meta"]["asked_keys"]]
+    return [(min([*updates[-TAIL_UPDATES:][:1], *lasts]), hi)]
 
 
 def _pi_answer(task: dict, visible: str) -> str:
-    values = {key: _key_line(key).findall(visible) for key in task["meta"]["asked_keys"]}
-    return pi_llm.render_answer({key: found[-1] for key, found in values.items() if found})
+    values = {key: _update(key).findall(visible) for key in task["meta"]["asked_keys"]}
+    return _render(task, {key: found[-1] for key, found in values.items() if found})
 
 
 # ---- needlebench ----
@@ -163,13 +204,13 @@ def _nb_searches(task: dict, searched: dict[str, str]) -> list[str]:
 
 
 def _nb_keep(task: dict, user: str, searched: dict[str, str]) -> list[Span]:
-    found, (lo, hi) = needlebench.parse_relations(_windows(searched)), context_bounds(user)
+    found, (lo, hi) = needlebench.parse_relations(_windows(searched)), _context(task)
     return [m.span() for p in needlebench.PATTERNS for m in p.finditer(user, lo, hi)
             if found.get(m["younger"]) == m["elder"]]
 
 
 def _nb_answer(task: dict, visible: str) -> str:
-    return render_value(needlebench.eldest_ancestor(needlebench.parse_relations(visible), task["meta"]["person"]))
+    return _render(task, needlebench.eldest_ancestor(needlebench.parse_relations(visible), task["meta"]["person"]))
 
 
 # ---- mrcr ----
@@ -179,35 +220,40 @@ def _exchange(request: str) -> re.Pattern:
 
 
 def _mrcr_keep(task: dict, user: str, searched: dict[str, str]) -> list[Span]:
-    lo, hi = context_bounds(user)
+    lo, hi = _context(task)
     return [[*_exchange(task["meta"]["request"]).finditer(user, lo, hi)][task["meta"]["occurrence"] - 1].span()]
 
 
 def _mrcr_answer(task: dict, visible: str) -> str:
-    return render_value(next(iter(_exchange(task["meta"]["request"]).findall(visible)), "unknown"))
+    return _render(task, next(iter(_exchange(task["meta"]["request"]).findall(visible)), "unknown"))
 
 
 # ---- babilong ----
 
 def _babi_keep(task: dict, user: str, searched: dict[str, str]) -> list[Span]:
-    lo, hi = context_bounds(user)
+    lo, hi = _context(task)
     return [[m for m in babilong.FACT.finditer(user, lo, hi) if m["person"] == task["meta"]["person"]][-1].span()]
 
 
 def _babi_answer(task: dict, visible: str) -> str:
-    return render_value(babilong.last_place(visible, task["meta"]["person"]) or "unknown")
+    return _render(task, babilong.last_place(visible, task["meta"]["person"]) or "unknown")
 
 
 STRATEGIES = {
-    pi_llm.NAME: Strategy(lambda task, searched: [], _pi_keep, _pi_answer),
-    needlebench.NAME: Strategy(_nb_searches, _nb_keep, _nb_answer),
-    mrcr.NAME: Strategy(_once(lambda t: [t["meta"]["request"]]), _mrcr_keep, _mrcr_answer, min_gap=1),
-    babilong.NAME: Strategy(_once(lambda t: [t["meta"]["person"]]), _babi_keep, _babi_answer),
+    pi_llm.NAME: Strategy(lambda task, searched: [], _pi_keep, _pi_answer, ("asked_keys",)),
+    needlebench.NAME: Strategy(_nb_searches, _nb_keep, _nb_answer, ("person",)),
+    mrcr.NAME: Strategy(_once(lambda t: [t["meta"]["request"]]), _mrcr_keep, _mrcr_answer, ("request", "occurrence"),
+                        min_gap=1),
+    babilong.NAME: Strategy(_once(lambda t: [t["meta"]["person"]]), _babi_keep, _babi_answer, ("person",)),
 }
 TEACHERS: dict[str, Callable[..., str]] = {
     **{name: (lambda task, messages, tools=None, s=strategy: _policy(s, task, messages))
        for name, strategy in STRATEGIES.items()},
     memtool_sessions.NAME: memtool_teach,
+    workbench_tasks.NAME: memtoolagent_teach,
+    nestful.NAME: memtoolagent_teach,
+    ToolMemEnv.task_families[0]: toolmem_teach,
+    TamemEnv.task_families[0]: tamem_teach,
 }
 
 

@@ -21,10 +21,11 @@ from ..stats import mcnemar_exact, paired_bootstrap
 
 log = logging.getLogger(__name__)
 
-__all__ = ["write_report", "markdown", "accuracy_table", "memtool_table", "comparisons", "comparison_table"]
+__all__ = ["write_report", "markdown", "accuracy_table", "bucket_table", "memtool_table", "comparisons",
+           "comparison_table"]
 
 TITLES = {"pi_llm": "PI-LLM", "needlebench": "NeedleBench", "mrcr": "MRCR", "babilong": "BABILong",
-          "memtool": "MemTool"}
+          "longbench_v2": "LongBench v2", "frames": "FRAMES", "memtool": "MemTool"}
 TOOLS = [s["function"]["name"] for s in TOOL_SCHEMAS]
 
 
@@ -74,6 +75,25 @@ def accuracy_table(results: dict) -> str:
     rows = [[run["model"], run["mode"], *(_ci(run["tasks"][t], "accuracy") for t in tasks), _pct(run["average"])]
             for run in results["runs"]]
     return _table(["Model", "Mode", *(TITLES.get(t, t) for t in tasks), "Avg."], rows)
+
+
+def bucket_table(results: dict, key: str = "accuracy") -> str:
+    """Rows task family (benchmark) × length bucket, columns the runs (model · mode): `key` (accuracy or
+    context_reduction) in % with its 95 % interval (the paper's per-length tables). Buckets in order of their mean
+    context length."""
+    runs, rows = results["runs"], []
+    for task in results["tasks"]:
+        buckets: dict[str, float] = {}
+        for run in runs:
+            for bucket, b in run["tasks"].get(task, {}).get("buckets", {}).items():
+                buckets.setdefault(bucket, b["context_tokens_before"])
+        for bucket in sorted(buckets, key=buckets.get):
+            cells = [_ci(b, key) if (b := run["tasks"].get(task, {}).get("buckets", {}).get(bucket)) else "–"
+                     for run in runs]
+            n = max((run["tasks"][task]["buckets"][bucket]["n"] for run in runs
+                     if bucket in run["tasks"].get(task, {}).get("buckets", {})), default=0)
+            rows.append([TITLES.get(task, task), bucket, n, f"{buckets[bucket]:.0f}", *cells])
+    return _table(["Task", "Bucket", "n", "Ctx tokens", *(_label(results, run) for run in runs)], rows)
 
 
 def comparisons(results: dict) -> list[dict]:
@@ -129,15 +149,18 @@ def _num(x, digits: int = 3) -> str:
 
 
 def memtool_table(results: dict) -> str:
-    """Rows model × mode of the memtool runs: the MemTool paper's metrics (`sculptor_rl.memtool.metrics`)."""
-    rows = [[run["model"], run["mode"], m["sessions"], _num(m["task_completion"]), _num(m["tool_correctness"]),
-             _num(m["removal_ratio"]), _num(m["removal_ratio_3turn"]), _num(m["residual_after_peaks"], 2),
-             _num(m["loaded_mean"], 2), m["loaded_max"], m["limit_breaches"], m["format_errors"],
-             _num(m["tool_calls"], 1), _num(m["reward"]), f"{run['wall_time']:.0f}"]
+    """Rows model × mode of the memtool runs, laid out like the MemTool paper's Table 2 (its four metrics with 95 %
+    intervals, `sculptor_rl.memtool.metrics`), then the other tool-management numbers."""
+    from ..memtool.metrics import table2_cells
+
+    rows = [[run["model"], run["mode"], f"{m['sessions']} × {m['requests'] // max(1, m['sessions'])}",
+             *table2_cells(m), _num(m["removal_ratio"]), _num(m["loaded_mean"], 2), m["loaded_max"],
+             m["limit_breaches"], m["format_errors"], _num(m["tool_calls"], 1), _num(m["reward"]),
+             f"{run['wall_time']:.0f}"]
             for run in results["runs"] if (m := run.get("memtool"))]
-    return _table(["Model", "Mode", "Sessions", "Task completion", "Tool correctness", "Removal ratio",
-                   "Avg. 3-turn removal", "Residual after peaks", "Loaded (mean)", "Loaded (max)", "Limit breaches",
-                   "Format errors", "Tool calls", "Reward", "Wall s"], rows)
+    return _table(["Model", "Mode", "Sessions × requests", "Avg Removal Ratio 3T", "Avg Residual 3T",
+                   "Tool Correctness", "Task Completion", "Removal ratio", "Loaded (mean)", "Loaded (max)",
+                   "Limit breaches", "Format errors", "Tool calls", "Reward", "Wall s"], rows)
 
 
 def _details(results: dict) -> str:
@@ -154,14 +177,6 @@ def _details(results: dict) -> str:
     return _table(header, rows)
 
 
-def _buckets(results: dict) -> str:
-    rows = [[run["model"], run["mode"], task, bucket, b["n"], f"{b['context_tokens_before']:.0f}",
-             _ci(b, "accuracy"), _ci(b, "context_reduction")]
-            for run in results["runs"] for task, s in run["tasks"].items()
-            for bucket, b in sorted(s["buckets"].items(), key=lambda kv: kv[1]["context_tokens_before"])]
-    return _table(["Model", "Mode", "Task", "Bucket", "n", "Ctx tokens", "Acc. %", "Reduction %"], rows)
-
-
 def _tools(results: dict) -> str:
     rows = [[run["model"], task, *(f"{s['tool_calls_per_tool'].get(name, 0):.2f}" for name in TOOLS)]
             for run in results["runs"] if run["mode"] == "acm" for task, s in run["tasks"].items()]
@@ -171,9 +186,17 @@ def _tools(results: dict) -> str:
 def markdown(results: dict) -> str:
     parts = ["# Evaluation", "## Accuracy (%)", accuracy_table(results),
              "Accuracy is the mean task score: exact match (PI-LLM: the fraction of keys right; MRCR: the "
-             "similarity ratio to the true reply; MemTool: the fraction of a session's requests answered exactly). "
+             "similarity ratio to the true reply; MemTool: the fraction of a session's requests answered exactly); "
+             "records of a published benchmark (`data import`, or generated with format=official) are scored by "
+             "that benchmark's own rule (sculptor_rl/tasks/benchmark_scoring.py). "
              "In brackets: the 95 % interval (Wilson where every score is 0 or 1, else a bootstrap of the mean, "
              "4000 resamples, seed 0); Avg. is the mean of the families' accuracies."]
+    if any(task != "memtool" for task in results["tasks"]):
+        parts += ["## Accuracy per length bucket (%)", bucket_table(results),
+                  "Rows: task family (benchmark) and length bucket (its `meta.bucket`: PI-LLM updates/tokens, "
+                  "NeedleBench length/needles, MRCR token bin/needles, BABILong length/task, LongBench v2 "
+                  "length/difficulty, FRAMES number of articles), in order of mean context tokens; n: tasks in the "
+                  "bucket; columns: the runs. In brackets: the 95 % interval, as above."]
     if results.get("comparisons"):
         parts += ["## Paired comparisons (same tasks)", comparison_table(results),
                   "Each model against the one listed before it and against the first, on the tasks both ran. "
@@ -183,18 +206,21 @@ def markdown(results: dict) -> str:
                   "(and mind the number of comparisons)."]
     if any("memtool" in run for run in results["runs"]):
         parts += ["## MemTool: tool-management metrics", memtool_table(results),
-                  "Per mode, pooled over sessions: removal ratio ΣR/ΣA (tools removed / added); avg. 3-turn removal: "
-                  "the mean of min(1, ΣR/ΣA) over 3-turn windows that added tools; residual after peaks: mean tools "
-                  "loaded in the 3 turns after each peak of the loaded-tools curve; tool correctness: calls that are "
-                  "one of the request's calls / all catalogue-tool calls; task completion: requests answered exactly. "
-                  "Limit breaches and format errors: totals over the sessions; tool calls (management tools "
-                  "included): per session; – : nothing to divide. Plot: loaded_tools.png."]
+                  "As the MemTool paper's Table 2 (eq. 2-5), pooled over sessions: avg. removal ratio 3T, the mean "
+                  "over every 3-turn window of ΣR/ΣA (tools removed / added; a window adding nothing counts 0); avg. "
+                  "residual 3T, the mean tools loaded in the 3 turns after each peak of the loaded-tools curve; tool "
+                  "correctness, per request the share of its expected tools called; task completion, per request the "
+                  "exact check (or the LLM judge's score, with judge_url). In brackets: 95 % intervals over windows, "
+                  "peaks and requests (not independent: a lower bound on the uncertainty). Removal ratio: ΣR/ΣA over "
+                  "the session (eq. 1). Limit breaches and format errors: totals over the sessions; tool calls "
+                  "(management tools included): per session; – : nothing to divide. Plot: loaded_tools.png."]
     parts += ["## Per task", _details(results),
               "Format err.: rollouts with an unparseable call or an unknown tool. Tool calls: per task. Ctx tokens: "
               "the task's messages before and after context management (truncate/bm25: what they kept). "
               "Wall s: the task family's rollouts, run as one batch. In brackets: 95 % intervals (Wilson for rates, "
               "the bootstrap for reward, reduction and partial-credit accuracy).",
-              "## Per length bucket", _buckets(results)]
+              "## Per length bucket: context reduction (%)", bucket_table(results, "context_reduction"),
+              "Context reduction: 1 - context tokens after / before, per bucket, with its 95 % interval."]
     if any(run["mode"] == "acm" for run in results["runs"]):
         parts += ["## Tool calls per task, by tool (acm)", _tools(results)]
     return "\n\n".join(parts) + "\n"

@@ -3,9 +3,10 @@
 One engine at a time: a model's engine starts and runs all its modes; the next model's weights are loaded into
 it when they fit (same architecture and tokenizer: base, SFT and RL checkpoints of one model), otherwise it is
 shut down (its memory freed) and the next model's engine starts. `environment` picks the environment and with it
-the modes: `acm` (the ACM environment vs the no-tool environments full/truncate/bm25, on the long-context
-families: each mode is the environment of that name) or `memtool` (the autonomous/workflow/hybrid modes of
-MemTool on `memtool` sessions, with the paper's tool-management metrics per mode and a plot of loaded tools).
+the modes and task families (the env's `eval_modes()` and `task_families`): `acm` (the ACM environment vs the
+no-tool environments full/truncate/bm25, on the long-context families), `memtool` (the autonomous/workflow/hybrid
+modes of MemTool on `memtool` sessions), or any registered one. Besides the usual metrics, each mode's summary
+holds the env's own (`summarize(trajs, mode)`, e.g. MemTool's tool-management metrics) under the env's name.
 Each (model, mode) run is saved under `OUT/runs/<model>/<mode>/` (trajectories and summary); a later call with
 the same settings finds it and skips it, so an interrupted evaluation resumes.
 """
@@ -26,12 +27,11 @@ from ..agent.chat import ChatFormat
 from ..agent.loop import LoopConfig, run_rollouts
 from ..config import load_config
 from ..engines import SamplingConfig, make_engine
-from ..envs import RewardConfig, make_env_factory, params_of
-from ..envs.memtool import MODES as MEMTOOL_MODES
+from ..envs import ENVS, RewardConfig, make_env_factory, params_of
 from ..jsonl import write_atomic
 from ..metrics import per_rollout, summarize, summarize_by
 from ..models import DEFAULT_MODEL, resolve_model
-from ..tasks import FAMILIES, generate, load_tasks
+from ..tasks import generate, load_tasks
 from ..trajectory import write_trajectories
 from .report import write_report
 
@@ -40,9 +40,7 @@ log = logging.getLogger(__name__)
 __all__ = ["EvalConfig", "evaluate", "eval_tasks", "model_labels"]
 
 ENGINES = ("vllm", "ray", "hf")
-ACM_MODES = ("acm", "full", "truncate", "bm25")  # environments of those names
-ENV_MODES = {"acm": ACM_MODES, "memtool": MEMTOOL_MODES}  # per environment: its eval modes (the default: all)
-ENV_TASKS = {"acm": tuple(FAMILIES), "memtool": ("memtool",)}  # ... and the task families it runs
+ACM_MODES = tuple(ENVS["acm"].eval_modes())
 
 
 @dataclass
@@ -50,9 +48,9 @@ class EvalConfig(LoopConfig, RewardConfig):
     """The loop's (`LoopConfig`) and the reward's (`RewardConfig`) settings under the names rl and serve use."""
 
     models: list[str | None] = field(default_factory=lambda: [None])  # HF ids or checkpoint dirs; None: embedded
-    environment: str = "acm"  # acm | memtool: the environment, which sets the modes and the task families
-    environment_params: dict = field(default_factory=dict)  # memtool: MemToolConfig fields but mode (limit, ...)
-    tasks: list[str] | None = None  # families to evaluate (filters --data too); None: all of the env's
+    environment: str = "acm"  # a registered environment (acm, memtool, ...): it sets the modes and task families
+    environment_params: dict = field(default_factory=dict)  # merged over each mode's own (memtool: limit, ...)
+    tasks: list[str] | None = None  # families to evaluate (filters --data too); None: the env's, or all in data
     modes: list[str] | None = None  # None: all of the env's (acm: acm,full,truncate,bm25; memtool: its three)
     num: int | None = None  # tasks per family (split over its sizes); None: 8 generated, all loaded
     sizes: dict[str, list[dict]] = field(default_factory=dict)  # per family: generator params, one per bucket
@@ -70,9 +68,11 @@ class EvalConfig(LoopConfig, RewardConfig):
     engine_kwargs: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.environment in ENV_MODES:  # an unknown environment is reported by _check
-            self.tasks = list(ENV_TASKS[self.environment]) if self.tasks is None else self.tasks
-            self.modes = list(ENV_MODES[self.environment]) if self.modes is None else self.modes
+        if self.environment in ENVS:  # an unknown environment is reported by _check
+            env = ENVS[self.environment]
+            if self.tasks is None and not self.data:  # with data: the families it holds (eval_tasks)
+                self.tasks = list(env.task_families)
+            self.modes = list(env.eval_modes()) if self.modes is None else self.modes
 
     @classmethod
     def from_yaml(cls, path: str | Path | None, /, **overrides) -> "EvalConfig":
@@ -83,14 +83,18 @@ class EvalConfig(LoopConfig, RewardConfig):
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(temperature=self.temperature, top_p=self.top_p, seed=self.seed)
 
+    def mode_env(self, mode: str) -> tuple[str, dict]:
+        """The environment that runs `mode` and its parameters: the mode's own, the baselines' budget (for an
+        env that takes one), then the user's `environment_params`."""
+        name, params = ENVS[self.environment].eval_modes()[mode]
+        takes = {f.name for f in dataclasses.fields(ENVS[name].Params)}
+        budget = {k: getattr(self, k) for k in ("context_budget", "chunk_tokens") if k in takes}
+        return name, {**params, **budget, **self.environment_params}
+
     def make_env(self, mode: str, tokenizer):
         """The environment factory of `mode`."""
-        if self.environment == "acm":
-            params = {} if mode in ("acm", "full") else {"context_budget": self.context_budget,
-                                                          "chunk_tokens": self.chunk_tokens}
-            return make_env_factory(mode, params, seed=self.seed, reward=RewardConfig.of(self), tokenizer=tokenizer)
-        return make_env_factory(self.environment, {"mode": mode, **self.environment_params}, seed=self.seed,
-                                reward=RewardConfig.of(self), tokenizer=tokenizer)
+        name, params = self.mode_env(mode)
+        return make_env_factory(name, params, seed=self.seed, reward=RewardConfig.of(self), tokenizer=tokenizer)
 
 
 def model_labels(models: list[str | None]) -> list[str]:
@@ -108,25 +112,22 @@ def model_labels(models: list[str | None]) -> list[str]:
 
 def _check(cfg: EvalConfig) -> None:
     env = cfg.environment
-    if env not in ENV_MODES:
-        raise ValueError(f"unknown environment {env!r} (eval runs: {', '.join(ENV_MODES)})")
+    if env not in ENVS:
+        raise ValueError(f"unknown environment {env!r} (eval runs: {', '.join(ENVS)})")
+    modes, families = ENVS[env].eval_modes(), ENVS[env].task_families
     for mode in cfg.modes:
-        if mode not in ENV_MODES[env]:
-            raise ValueError(f"unknown mode {mode!r} of environment {env} (known: {', '.join(ENV_MODES[env])})")
-    for task in [*cfg.tasks, *cfg.sizes]:
-        if task not in ENV_TASKS[env]:
-            raise ValueError(f"unknown task {task!r} for environment {env} (known: {', '.join(ENV_TASKS[env])})")
-    if env == "acm" and cfg.environment_params:
-        raise ValueError(f"the acm environment takes no parameters, got {', '.join(cfg.environment_params)}")
+        if mode not in modes:
+            raise ValueError(f"unknown mode {mode!r} of environment {env} (known: {', '.join(modes)})")
+    for task in [*([] if cfg.data else cfg.tasks), *cfg.sizes]:  # loaded records: any family or benchmark
+        if task not in families:
+            raise ValueError(f"unknown task {task!r} for environment {env} (known: {', '.join(families)})")
     if "mode" in cfg.environment_params:
         raise ValueError("choose the modes with `modes` (--modes), not environment_params.mode")
-    # unknown or bad parameters fail here, before any engine starts
-    params_of("truncate", {"context_budget": cfg.context_budget, "chunk_tokens": cfg.chunk_tokens})
-    if env != "acm" and cfg.modes:
-        params_of(env, {"mode": cfg.modes[0], **cfg.environment_params})
+    for mode in cfg.modes:  # unknown or bad parameters fail here, before any engine starts
+        params_of(*cfg.mode_env(mode))
     if cfg.engine not in ENGINES:
         raise ValueError(f"unknown engine {cfg.engine!r} (eval runs on: {', '.join(ENGINES)})")
-    if not (cfg.models and cfg.tasks and cfg.modes):
+    if not (cfg.models and (cfg.tasks or cfg.data) and cfg.modes):
         raise ValueError("nothing to evaluate: models, tasks and modes must each name at least one")
     if cfg.num is not None and cfg.num < 1:
         raise ValueError(f"num must be at least 1, got {cfg.num}")
@@ -141,11 +142,11 @@ def eval_tasks(cfg: EvalConfig) -> list[dict]:
     if cfg.data:
         per_family: dict[str, list[dict]] = {}
         for record in load_tasks(cfg.data, cfg.split):
-            if record["task"] in cfg.tasks:
+            if cfg.tasks is None or record["task"] in cfg.tasks:
                 per_family.setdefault(record["task"], []).append(record)
         if not per_family:
             raise ValueError(f"{cfg.data} holds no task of the families {', '.join(cfg.tasks)}")
-        return [r for family in cfg.tasks for r in per_family.get(family, [])[: cfg.num]]
+        return [r for family in cfg.tasks or per_family for r in per_family.get(family, [])[: cfg.num]]
     num, records = cfg.num or 8, []
     for family in cfg.tasks:
         sizes = cfg.sizes.get(family) or [{}]
@@ -184,23 +185,26 @@ def _saved(run_dir: Path, settings: dict) -> dict | None:
 
 
 def run_mode(tasks: list[dict], mode: str, engine, fmt: ChatFormat, cfg: EvalConfig) -> tuple[list, dict]:
-    """Roll out every task in `mode`, one task family at a time (its wall time is measured on its own)."""
-    if cfg.environment != "acm":
-        return run_env_mode(tasks, mode, engine, fmt, cfg)
+    """Roll out every task in `mode`, one task family at a time (its wall time is measured on its own); the
+    summary adds the env's own metrics (`Env.summarize`) under the env's name."""
+    name, _ = cfg.mode_env(mode)
     make_env = cfg.make_env(mode, fmt.tokenizer)
-    # baselines get no tool calls: their first completion is the answer
-    loop = dataclasses.replace(LoopConfig.of(cfg), max_tool_calls=cfg.max_tool_calls if mode == "acm" else 0)
+    # an env without tools (the baselines) gets no tool calls: its first completion is the answer
+    no_tools = isinstance(ENVS[name].tools, list) and not ENVS[name].tools
+    loop = dataclasses.replace(LoopConfig.of(cfg), max_tool_calls=0 if no_tools else cfg.max_tool_calls)
     bucket = {t["id"]: str(t.get("meta", {}).get("bucket", "all")) for t in tasks}
     trajs, per_task = [], {}
     for family in dict.fromkeys(t["task"] for t in tasks):
         group = [t for t in tasks if t["task"] == family]
-        log.info("mode %s, %s: %d tasks", mode, family, len(group))
+        log.info("%s mode %s, %s: %d tasks", cfg.environment, mode, family, len(group))
         start = time.perf_counter()
         out = run_rollouts(group, engine, fmt, make_env, loop)
         wall = time.perf_counter() - start
         per_task[family] = _family_summary(out, wall, bucket, cfg)
         trajs += out
-    return trajs, _mode_summary(mode, per_task, trajs, sum(s["wall_time"] for s in per_task.values()), cfg)
+    summary = _mode_summary(mode, per_task, trajs, sum(s["wall_time"] for s in per_task.values()), cfg)
+    own = ENVS[cfg.environment].summarize(trajs, mode)
+    return trajs, {**summary, **({cfg.environment: own} if own else {})}
 
 
 def _family_summary(trajs: list, wall: float, bucket: dict[str, str], cfg: EvalConfig) -> dict:
@@ -214,29 +218,6 @@ def _mode_summary(mode: str, per_task: dict, trajs: list, wall: float, cfg: Eval
     return {"mode": mode, "tasks": per_task, "average": sum(accuracies) / len(accuracies),
             "overall": summarize(trajs, cfg.correct_threshold), "wall_time": wall,
             "rollouts": per_rollout(trajs, cfg.correct_threshold)}  # paired comparisons in the report
-
-
-def _finite(value):
-    """NaN (a ratio with nothing to divide, e.g. no tool added) as None: results.json stays plain JSON."""
-    return None if isinstance(value, float) and value != value else value
-
-
-def run_env_mode(tasks: list[dict], mode: str, engine, fmt: ChatFormat, cfg: EvalConfig) -> tuple[list, dict]:
-    """Roll out every session in a mode of the memtool env: the usual summary plus, under "memtool", the paper's
-    metrics (`memtool.metrics.summarize`) and the mean tools loaded at the end of each turn."""
-    from ..memtool import metrics as memtool_metrics
-
-    bucket = {t["id"]: str(t.get("meta", {}).get("bucket", "all")) for t in tasks}
-    log.info("environment %s, mode %s: %d sessions", cfg.environment, mode, len(tasks))
-    start = time.perf_counter()
-    trajs = run_rollouts(tasks, engine, fmt, cfg.make_env(mode, fmt.tokenizer), LoopConfig.of(cfg))
-    wall = time.perf_counter() - start
-    per_task = {family: _family_summary([t for t in trajs if t.task == family], wall, bucket, cfg)
-                for family in dict.fromkeys(t["task"] for t in tasks)}
-    paper = {k: _finite(v) for k, v in memtool_metrics.summarize(trajs)[mode].items()}
-    summary = {**_mode_summary(mode, per_task, trajs, wall, cfg),
-               "memtool": {**paper, "loaded_per_turn": memtool_metrics.loaded_per_turn(trajs)}}
-    return trajs, summary
 
 
 def reloadable(running: str | None, path: str) -> bool:

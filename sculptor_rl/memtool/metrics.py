@@ -1,17 +1,34 @@
-"""MemTool metrics, the RL reward, and the plot of loaded tools per turn.
+"""MemTool metrics (the paper's eq. 1-5), the RL reward, and the plot of loaded tools per turn.
 
-All read `Trajectory.info["turns"]` (one record per request, see `envs.memtool.Turn`): A_t tools added and R_t
-removed during turn t, N_t loaded at its end, its calls and whether it was completed.
+All read `Trajectory.info["turns"]` (one record per request, see `envs.memtool.Turn`): A_t catalogue tools added
+and R_t removed during turn t, N_t loaded at its end (the management tools are not counted: an agent that never
+loads a tool has N = 0, as the paper's GPT-4.1 Nano row reads), its calls and whether it was completed.
 
-- removal ratio: ΣR / ΣA over the session;
-- 3-turn removal ratio: the mean over sliding windows of 3 consecutive turns (those that added tools) of
-  min(1, ΣR / ΣA) in the window — a window that also cleans up earlier additions counts as complete removal;
-- residual tools after peaks: a peak is a turn whose N_t exceeds the turn before (0 before the first turn) and
-  is not exceeded by the turn after; its residual is the mean N over the (up to) 3 turns that follow it. The
-  metric is the mean residual over all peaks (lower: tools do not pile up after use);
-- tool correctness: calls that are one of the request's calls (name and arguments) / all non-management calls;
-- task completion: requests answered exactly / requests in the session (the rollout's score).
-Pooled over sessions: sums for the ratios of sums, all windows and peaks for the means.
+The paper's definitions (the default):
+- eq. 1, removal ratio: ΣR / ΣA over the session;
+- eq. 2, avg. removal ratio 3T: (1/(T-2)) Σ_{t=3..T} (R_{t-2}+R_{t-1}+R_t) / (A_{t-2}+A_{t-1}+A_t), a plain mean
+  over every 3-turn window. The paper leaves a window that added nothing undefined; here it counts 0 (a
+  session that adds nothing scores 0.000, like the GPT-4.1 Nano row of Table 2), and a window that also removes
+  earlier additions may exceed 1. Undefined (NaN) for sessions shorter than 3 turns;
+- eq. 3, avg. residual 3T: (1/K) Σ_k (1/3) Σ_{i=1..3} N_{p_k+i}, the tools loaded in exactly the 3 turns after
+  each peak p_k. The paper does not define a peak; here a peak is a turn whose N exceeds the turn before (N_0 = 0)
+  and is not exceeded by the turn after (a plateau peaks at its first turn); only peaks followed by 3 turns count.
+  K = 0 gives 0 when no tool was ever loaded (nothing remains; Table 2's Nano row), NaN otherwise;
+- eq. 4, task completion: per request, the LLM judge's alignment score when the env has a judge (`judge_url`),
+  else the exact check (every asked value in the reply); unreached requests count 0;
+- eq. 5, tool correctness (DeepEval's default, names only): per request, the share of the expected tools that
+  were called (and ran); the mean over the requests reached.
+Our earlier definitions stay available as named variants (`variant="clipped"` / `"upto3"` / `"calls"`):
+  removal_ratio_3turn_clipped: the mean of min(1, ΣR/ΣA) over the windows that added tools (NaN if none);
+  residual_after_peaks_upto3: peaks with at least one turn after them, the mean over the (up to) 3 next turns;
+  tool_correctness_calls: calls that are one of the request's calls, name and arguments / all catalogue calls.
+
+`summarize` pools sessions: it averages over every window, peak and request of all of them, and gives each
+of the four Table 2 numbers a 95 % interval over those units (`sculptor_rl.stats`: for the per-request rates,
+Wilson when every value is 0 or 1, else a bootstrap of the mean; for the window ratios and residual counts, a
+bootstrap of the mean). Windows overlap and requests of one session are not independent,
+so these intervals are narrower than an interval over sessions would be; read them as a lower bound on the
+uncertainty.
 """
 
 from __future__ import annotations
@@ -21,10 +38,15 @@ from collections import defaultdict
 from pathlib import Path
 from statistics import mean
 
-__all__ = ["removal_ratio", "window_removal_ratios", "peak_residuals", "session_reward", "summarize",
-           "format_table", "loaded_per_turn", "plot_loaded_tools", "plot_loaded_curves"]
+from ..stats import bootstrap_mean, interval
+
+__all__ = ["removal_ratio", "window_removal_ratios", "avg_removal_ratio_3t", "peaks", "peak_residuals",
+           "avg_residual_3t", "request_completion", "request_correctness", "session_reward", "summarize",
+           "format_table", "table2_cells", "TABLE2", "loaded_per_turn", "plot_loaded_tools", "plot_loaded_curves"]
 
 WINDOW = 3
+TABLE2 = ("avg_removal_ratio_3t", "avg_residual_3t", "tool_correctness", "task_completion")  # Table 2's columns
+RATES = ("tool_correctness", "task_completion")  # per-request values in [0, 1]; the others are ratios and counts
 
 
 def _ratio(num: float, den: float) -> float:
@@ -36,25 +58,71 @@ def _mean(values: list[float]) -> float:
 
 
 def removal_ratio(turns: list[dict]) -> float:
+    """eq. 1: ΣR / ΣA (NaN when nothing was added)."""
     return _ratio(sum(t["removed"] for t in turns), sum(t["added"] for t in turns))
 
 
-def window_removal_ratios(turns: list[dict], window: int = WINDOW) -> list[float]:
-    """min(1, ΣR/ΣA) per window of `window` consecutive turns that added tools (one window if fewer turns)."""
-    spans = [turns[i:i + window] for i in range(max(1, len(turns) - window + 1))]
-    return [min(1.0, sum(t["removed"] for t in s) / added) for s in spans if (added := sum(t["added"] for t in s))]
+def window_removal_ratios(turns: list[dict], variant: str = "paper") -> list[float]:
+    """The 3-turn windows' ratios. paper: ΣR/ΣA of every window t = 3..T (0 where ΣA = 0); clipped: min(1, ΣR/ΣA)
+    of the windows that added tools (one window if there are fewer than 3 turns)."""
+    if variant == "paper":
+        spans = [turns[i - WINDOW:i] for i in range(WINDOW, len(turns) + 1)]
+        return [_ratio(sum(t["removed"] for t in s), added) if (added := sum(t["added"] for t in s)) else 0.0
+                for s in spans]
+    if variant == "clipped":
+        spans = [turns[i:i + WINDOW] for i in range(max(1, len(turns) - WINDOW + 1))]
+        return [min(1.0, sum(t["removed"] for t in s) / added) for s in spans
+                if (added := sum(t["added"] for t in s))]
+    raise ValueError(f"unknown variant {variant!r} (paper | clipped)")
 
 
-def peak_residuals(turns: list[dict], after: int = WINDOW) -> list[float]:
-    """For each peak of the loaded-tools curve that has a turn after it: the mean tools loaded in the next turns."""
+def avg_removal_ratio_3t(turns: list[dict], variant: str = "paper") -> float:
+    """eq. 2 (paper) or its clipped variant, for one session."""
+    return _mean(window_removal_ratios(turns, variant))
+
+
+def peaks(loaded: list[int]) -> list[int]:
+    """0-based turns where the loaded count N rises above the turn before (N before the first turn: 0) and the next
+    turn does not exceed it."""
+    return [i for i in range(len(loaded) - 1) if loaded[i] > (loaded[i - 1] if i else 0) and loaded[i] >= loaded[i + 1]]
+
+
+def peak_residuals(turns: list[dict], variant: str = "paper") -> list[float]:
+    """Per peak, the mean N over the turns after it. paper: exactly the next 3 (peaks without 3 turns after them
+    are left out); upto3: the next 1 to 3."""
+    if variant not in ("paper", "upto3"):
+        raise ValueError(f"unknown variant {variant!r} (paper | upto3)")
     n = [t["loaded"] for t in turns]
-    return [mean(n[i + 1:i + 1 + after]) for i in range(len(n) - 1)
-            if n[i] > (n[i - 1] if i else 0) and n[i] >= n[i + 1]]
+    need = WINDOW if variant == "paper" else 1
+    return [mean(n[p + 1:p + 1 + WINDOW]) for p in peaks(n) if p + need < len(n)]
+
+
+def _residual_units(turns: list[dict], variant: str = "paper") -> list[float]:
+    """The peak residuals, or [0] for a session that never loaded a tool (K = 0 but nothing remains)."""
+    return peak_residuals(turns, variant) or ([] if any(t["loaded"] for t in turns) else [0.0])
+
+
+def avg_residual_3t(turns: list[dict], variant: str = "paper") -> float:
+    """eq. 3 (paper) or its up-to-3 variant, for one session: the mean residual over the peaks (K = 0: 0 when
+    nothing was ever loaded, else NaN)."""
+    return _mean(_residual_units(turns, variant))
+
+
+def request_completion(turns: list[dict], requests: int) -> list[float]:
+    """eq. 4 per request: the judge's score where there is one, else 1/0 for the exact check; unreached requests
+    (the rollout stopped) count 0."""
+    done = [t["judged"] if t.get("judged") is not None else float(t["completed"]) for t in turns]
+    return done + [0.0] * (requests - len(done))
+
+
+def request_correctness(turns: list[dict]) -> list[float]:
+    """eq. 5 per request reached (DeepEval's default): expected tools called / expected tools."""
+    return [t["expected_called"] / t["expected"] for t in turns if t["expected"]]
 
 
 def session_reward(traj, cfg, loaded_tools_penalty: float = 0.0) -> float:
     """The RL reward: task completion (the score, in [0, 1]) minus `loaded_tools_penalty` × mean tools loaded per
-    turn; `cfg.format_error_penalty` (-1) on a format error or a limit breach, `cfg.cap_penalty` (-1) when a cap
+    turn; `cfg.format_error_penalty` (-1) on a format error or a limit error, `cfg.cap_penalty` (-1) when a cap
     stopped the rollout."""
     turns = traj.info["turns"]
     if traj.format_errors or any(t["breaches"] for t in turns):
@@ -65,22 +133,30 @@ def session_reward(traj, cfg, loaded_tools_penalty: float = 0.0) -> float:
 
 
 def _summary(trajs: list) -> dict:
-    turns = [t.info["turns"] for t in trajs]
-    flat = [t for ts in turns for t in ts]
-    return {
-        "sessions": len(trajs),
-        "task_completion": _mean([t.score for t in trajs]),
-        "tool_correctness": _ratio(sum(t["correct_calls"] for t in flat), sum(t["calls"] for t in flat)),
-        "removal_ratio": removal_ratio(flat),
-        "removal_ratio_3turn": _mean([r for ts in turns for r in window_removal_ratios(ts)]),
-        "residual_after_peaks": _mean([r for ts in turns for r in peak_residuals(ts)]),
-        "loaded_mean": _mean([t["loaded"] for t in flat]),
-        "loaded_max": max((t["loaded"] for t in flat), default=0),
-        "limit_breaches": sum(t["breaches"] for t in flat),
-        "format_errors": sum(t.format_errors for t in trajs),
-        "tool_calls": sum(t.num_tool_calls for t in trajs) / len(trajs),
-        "reward": _mean([t.reward for t in trajs]),
+    sessions = [t.info["turns"] for t in trajs]
+    flat = [t for ts in sessions for t in ts]
+    units = {  # the values each Table 2 number averages, pooled over sessions
+        "avg_removal_ratio_3t": [r for ts in sessions for r in window_removal_ratios(ts)],
+        "avg_residual_3t": [r for ts in sessions for r in _residual_units(ts)],
+        "tool_correctness": [c for ts in sessions for c in request_correctness(ts)],
+        "task_completion": [c for t in trajs for c in request_completion(t.info["turns"], t.info["requests"])],
     }
+    out = {"sessions": len(trajs), "requests": sum(t.info["requests"] for t in trajs), "turns": len(flat),
+           **{k: _mean(v) for k, v in units.items()},
+           "ci": {k: list(ci) if (ci := (interval if k in RATES else bootstrap_mean)(v)) else None
+                  for k, v in units.items()},
+           "judged": any(t.get("judged") is not None for t in flat),
+           "removal_ratio": removal_ratio(flat),
+           "removal_ratio_3turn_clipped": _mean([r for ts in sessions for r in window_removal_ratios(ts, "clipped")]),
+           "residual_after_peaks_upto3": _mean([r for ts in sessions for r in _residual_units(ts, "upto3")]),
+           "tool_correctness_calls": _ratio(sum(t["correct_calls"] for t in flat), sum(t["calls"] for t in flat)),
+           "loaded_mean": _mean([t["loaded"] for t in flat]),
+           "loaded_max": max((t["loaded"] for t in flat), default=0),
+           "limit_breaches": sum(t["breaches"] for t in flat),
+           "format_errors": sum(t.format_errors for t in trajs),
+           "tool_calls": sum(t.num_tool_calls for t in trajs) / len(trajs),
+           "reward": _mean([t.reward for t in trajs])}
+    return out
 
 
 def summarize(trajs: list) -> dict[str, dict]:
@@ -93,13 +169,26 @@ def summarize(trajs: list) -> dict[str, dict]:
     return {mode: _summary(g) for mode, g in groups.items()}
 
 
+def _cell(s: dict, key: str, digits: int) -> str:
+    value, ci = s[key], (s.get("ci") or {}).get(key)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{value:.{digits}f}" + (f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if ci else "")
+
+
+def table2_cells(s: dict) -> list[str]:
+    """A summary's Table 2 numbers, each with its 95 % interval: avg. removal ratio 3T, avg. residual 3T, tool
+    correctness, task completion (– where undefined)."""
+    return [_cell(s, key, digits) for key, digits in zip(TABLE2, (3, 2, 2, 2))]
+
+
 def format_table(summary: dict[str, dict]) -> str:
-    cols = ["sessions", "task_completion", "tool_correctness", "removal_ratio", "removal_ratio_3turn",
-            "residual_after_peaks", "loaded_mean", "loaded_max", "limit_breaches", "format_errors", "reward"]
-    lines = ["| mode | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    """Table 2's layout: one row per mode, then sessions × requests per session."""
+    lines = ["| Mode | Avg Removal Ratio 3T | Avg Residual 3T | Tool Correctness | Task Completion | Sessions |",
+             "|---|---|---|---|---|---|"]
     for mode, s in summary.items():
-        lines.append(f"| {mode} | " + " | ".join(f"{s[c]:.3f}" if isinstance(s[c], float) else str(s[c])
-                                                  for c in cols) + " |")
+        per = s["requests"] // max(1, s["sessions"])
+        lines.append(f"| {mode} | " + " | ".join([*table2_cells(s), f"{s['sessions']} × {per}"]) + " |")
     return "\n".join(lines)
 
 

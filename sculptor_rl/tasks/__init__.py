@@ -11,22 +11,32 @@ A record (one JSON object per line in files):
      "messages": [{"role": "user", "content": <intro>\\n\\n<long context>\\n\\n<question with answer format>}],
      "answer": <JSON value: a str, or {key: value} for pi_llm>,
      "meta": {"bucket": "4/64", "approx_tokens": 1443, <generation params>, <what the question asks about:
-              asked_keys (pi_llm), person (needlebench, babilong), request and occurrence (mrcr)>}}
+              asked_keys (pi_llm), person (needlebench, babilong), request and occurrence (mrcr)>,
+              "question": <the question>, "context": [{"message": 0, "start": 83, "end": 5712}]}}
 
-Records carry no system message: the environment a record runs in gives its own (`sculptor_rl.envs`).
-Records of the published benchmarks (`importers`, `sculptor-rl data import`) have `meta.benchmark` and
-`meta.context`, and are scored by that benchmark's own rule (`benchmark_scoring`).
+`meta.context` says where the long context lies (character spans of messages; `common.context_spans` reads
+it): the baselines and the teachers take it from there, never from the layout. Records carry no system message:
+the environment a record runs in gives its own (`sculptor_rl.envs`). Records of the published benchmarks
+(`importers`, `sculptor-rl data import`, or generated with `format="official"`: `official`) have
+`meta.benchmark` too, and are scored by that benchmark's own rule (`benchmark_scoring`).
 Token counts are chars/4 estimates (no tokenizer dependency); `context_tokens` params are in the same unit.
 """
 
 from __future__ import annotations
 
 from ..memtool import sessions as memtool_sessions
+from ..tamem import conversations as tamem_conversations
+from ..toolmem import family as toolmem_family
+from ..workbench import nestful
+from ..workbench import tasks as workbench_tasks
 from . import babilong, mrcr, needlebench, pi_llm
 
 FAMILIES = {module.NAME: module for module in (pi_llm, needlebench, mrcr, babilong)}  # long-context: the ACM env's
-# ... and the other environments' families (memtool sessions, scored by their env): all that generate/load accept
-ALL_FAMILIES = {**FAMILIES, memtool_sessions.NAME: memtool_sessions}
+# ... and the other environments' families (memtool sessions, toolmem predictions; scored by their env): all that
+# generate/load accept
+ALL_FAMILIES = {**FAMILIES, memtool_sessions.NAME: memtool_sessions, toolmem_family.NAME: toolmem_family,
+               tamem_conversations.NAME: tamem_conversations, workbench_tasks.NAME: workbench_tasks,
+               nestful.NAME: nestful}
 
 from ..jsonl import write_jsonl  # noqa: E402
 from . import benchmark_scoring  # noqa: E402 (imports pi_llm)
@@ -42,16 +52,23 @@ def family(task: str):
     return ALL_FAMILIES[task]
 
 
-def generate(task: str, num: int, seed: int = 0, **params) -> list[dict]:
-    """`num` records of family `task`; the same (task, seed, params) always gives the same records."""
+def generate(task: str, num: int, seed: int = 0, format: str = "native", **params) -> list[dict]:
+    """`num` records of family `task`; the same (task, seed, params) always gives the same records.
+    `format="official"`: in the published benchmark's own format, scored by its rule (`official`)."""
     import inspect
+
+    from . import official
 
     generator = family(task).generate
     known = [p for p in inspect.signature(generator).parameters if p not in ("num", "seed")]
     unknown = [p for p in params if p not in known]
     if unknown:
         raise ValueError(f"unknown {task} parameter {unknown[0]!r} (known: {', '.join(known)})")
-    return generator(num, seed, **params)
+    if format not in ("native", "official") or (format == "official" and task not in official.ROWS):
+        raise ValueError(f"format must be native or official (official for {', '.join(official.ROWS)}), "
+                         f"got {format!r} for {task}")
+    records = generator(num, seed, **params)
+    return [official.convert(r) for r in records] if format == "official" else records
 
 
 def score(record: dict, response_text: str) -> float:

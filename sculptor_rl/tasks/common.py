@@ -1,7 +1,9 @@
-"""Helpers shared by the task families: seeded randomness, prompt layout, filler text, answer extraction.
+"""Helpers shared by the task families: seeded randomness, the record format and where its long context lies,
+filler text, answer extraction.
 
-Every record's user message is laid out as `intro \\n\\n context \\n\\n question`: the intro and the question
-never contain a blank line, so `context_bounds` recovers the long context exactly (the teachers rely on it).
+Every record says where its long context lies, in `meta.context` (read with `context_spans`): generated
+records fill it, and so do the importers of the published benchmarks. The baselines and the scripted teachers
+take the context from there, never from a layout convention.
 """
 
 from __future__ import annotations
@@ -75,20 +77,38 @@ def check_range(name: str, value: int, low: int, high: int | None = None) -> Non
 def make_record(task: str, seed: int, index: int, intro: str, context: str, question: str, answer,
                 bucket: str, params: dict, **meta) -> dict:
     """The record format shared by all families (see sculptor_rl/tasks/__init__.py)."""
-    assert "\n\n" not in intro and "\n\n" not in question, "intro/question must not contain blank lines"
     user = f"{intro}\n\n{context}\n\n{question}"
+    start = len(intro) + 2
     return {
         "id": f"{task}-s{seed}-{index:05d}",
         "task": task,
         "messages": [{"role": "user", "content": user}],  # the environment gives the system prompt
         "answer": answer,
-        "meta": {"bucket": bucket, "approx_tokens": approx_tokens(user), **params, **meta},
+        "meta": {"bucket": bucket, "approx_tokens": approx_tokens(user), **params, **meta, "question": question,
+                 "context": [{"message": 0, "start": start, "end": start + len(context)}]},
     }
 
 
-def context_bounds(user_text: str) -> tuple[int, int]:
-    """Start and end offsets of the long context inside a generated user message."""
-    return user_text.index("\n\n") + 2, user_text.rindex("\n\n")
+def context_spans(record: dict) -> list[tuple[int, int, int]]:
+    """(message index, start, end) of each piece of the record's long context (`meta.context`: a list of
+    {"message": i, "start": s, "end": e}, character spans of `messages[i]["content"]`), checked against its
+    messages; a record without one, or with a span outside its messages, is a ValueError naming the record."""
+    spans = (record.get("meta") or {}).get("context")
+    if not isinstance(spans, list):
+        raise ValueError(f"task {record.get('id')!r}: no meta.context (where its long context lies); generate "
+                         f"tasks with `sculptor-rl data generate`, import published benchmarks with "
+                         f"`sculptor-rl data import`, or add the spans yourself")
+    messages, out = record["messages"], []
+    for span in spans:
+        try:
+            i, start, end = span["message"], span["start"], span["end"]
+            if not (0 <= i < len(messages) and 0 <= start <= end <= len(messages[i]["content"])):
+                raise ValueError
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"task {record.get('id')!r}: meta.context span {span!r} is not inside its messages") \
+                from None
+        out.append((i, start, end))
+    return out
 
 
 def filler_sentence(rng: random.Random) -> str:

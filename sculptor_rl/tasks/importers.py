@@ -10,7 +10,7 @@ to `meta.system_prompt`), and says where its long context lies:
 
     meta.context = [{"message": i, "start": s, "end": e}, ...]   # character spans of messages[i]["content"]
 
-one span for a prompt in one message; for MRCR's chat, one span per earlier turn. `context_spans` reads it.
+one span for a prompt in one message; for MRCR's chat, one span per earlier turn. `common.context_spans` reads it.
 A missing column is one ValueError naming the file, the row and the column.
 """
 
@@ -19,15 +19,16 @@ from __future__ import annotations
 import ast
 import csv
 import json
+import math
 import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .benchmark_scoring import BENCHMARKS
-from .common import approx_tokens, size_label
+from .common import approx_tokens
 
-__all__ = ["FORMATS", "context_spans", "import_benchmark", "read_rows"]
+__all__ = ["FORMATS", "import_benchmark", "read_rows"]
 
 
 def import_benchmark(fmt: str, source: str | Path, **options) -> list[dict]:
@@ -111,26 +112,6 @@ def _dataset_rows(path: Path) -> Iterator[tuple[str, str | None, object]]:
             yield f"{path}{f' [{split}]' if split else ''} row {number}", split, row
 
 
-def context_spans(record: dict) -> list[tuple[int, int, int]]:
-    """(message index, start, end) of each piece of the record's long context (`meta.context`), checked
-    against its messages; a record without one, or with a span outside its messages, is a clear ValueError."""
-    spans = (record.get("meta") or {}).get("context")
-    if not isinstance(spans, list):
-        raise ValueError(f"task {record.get('id')!r}: no meta.context (where its long context lies); import "
-                         f"published benchmarks with `sculptor-rl data import`, or add the spans yourself")
-    messages, out = record["messages"], []
-    for span in spans:
-        try:
-            i, start, end = span["message"], span["start"], span["end"]
-            if not (0 <= i < len(messages) and 0 <= start <= end <= len(messages[i]["content"])):
-                raise ValueError
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"task {record.get('id')!r}: meta.context span {span!r} is not inside its messages") \
-                from None
-        out.append((i, start, end))
-    return out
-
-
 # ---- the formats ----
 
 
@@ -167,6 +148,13 @@ def _record(fmt: str, rid: str, messages: list[dict], answer, spans: list[tuple[
     }
 
 
+def length_bin(tokens: int) -> str:
+    """A length bucket when the release names none: the nearest power of two, 1445 -> "1k", 3100 -> "4k"
+    (records of about one length share a bucket, as in the benchmarks' tables)."""
+    power = 1 << max(0, round(math.log2(max(tokens, 1))))
+    return f"{power // 1024}k" if power >= 1024 else str(power)
+
+
 def _last_user_span(messages: list[dict], start: int, end: int) -> tuple[list[tuple[int, int, int]], str]:
     """The span in the last (user) message, and that message's text outside it (the question)."""
     text = messages[-1]["content"]
@@ -194,7 +182,7 @@ def _pi_llm(row: dict, rid: str, hints: dict) -> dict:
             end = pos + len(line.rstrip())
         pos += len(line) + 1
     spans, question = _last_user_span(messages, start, end)
-    tokens = size_label(approx_tokens(text))
+    tokens = length_bin(approx_tokens(text))
     bucket = f"{row['n_updates']}/{tokens}" if row.get("n_updates") is not None else tokens
     return _record("pi_llm", rid, messages, answer, spans, question, bucket, row, ("prompt", "answer_formatted"),
                    system)
@@ -212,7 +200,7 @@ def _needlebench(row: dict, rid: str, hints: dict) -> dict:
     if not found:
         raise ValueError(f"{hints['where']}: column 'prompt' has no <Document>...</Document> block")
     spans, question = _last_user_span(messages, found.start(2), found.end(2))
-    length = row.get("length") or size_label(approx_tokens(messages[-1]["content"]))
+    length = row.get("length") or length_bin(approx_tokens(messages[-1]["content"]))
     bucket = f"{length}/{row['num_needles']}" if row.get("num_needles") is not None else str(length)
     return _record("needlebench", rid, messages, str(row["answer"]), spans, question, bucket, row,
                    ("prompt", "answer"), system)
@@ -260,7 +248,7 @@ def _babilong(row: dict, rid: str, hints: dict) -> dict:
     length = row.get("length") or hints.get("length")
     if not length:
         found = re.search(r"(?<![a-z0-9])(\d+k)(?![a-z0-9])", source, re.IGNORECASE)
-        length = found.group(1) if found else size_label(approx_tokens(row["input"]))
+        length = found.group(1) if found else length_bin(approx_tokens(row["input"]))
     head = f"{BABILONG_INSTRUCTION}\n<context>\n"
     text = f"{head}{row['input']}\n</context>\nQuestion: {row['question']}"
     messages = [{"role": "user", "content": text}]

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from ..jsonl import iter_jsonl
 from . import ALL_FAMILIES
 from .benchmark_scoring import BENCHMARKS
+from .common import context_spans
 
 REQUIRED = ("id", "task", "messages", "answer")
 ROLES = ("system", "user", "assistant", "tool")
@@ -81,6 +82,11 @@ def validate(record, where: str = "record") -> dict:
                              f"got {m!r:.200}")
     if not isinstance(record.get("meta", {}), dict):
         raise ValueError(f"{where}: field 'meta' must be an object")
+    if "context" in record.get("meta", {}):
+        try:
+            context_spans(record)
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
     return record
 
 

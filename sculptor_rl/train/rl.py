@@ -14,8 +14,10 @@ One generation round (every `steps_per_generation` micro-steps, TRL's cadence an
 2. each rollout's reward (computed once, by its environment: `Env.reward`, design eq. 4 by default) gives its
    group-normalized advantage (r - mean_group) / (std_group + 1e-4) (TRL's `scale_rewards`), copied to every
    sample Algorithm 1 cuts from it;
-3. the samples are split into `steps_per_generation` micro-batches of about equal token count, a rollout's samples
-   in one micro-batch, and trained with the GSPO/GRPO loss of `sculptor_rl.train.loss` (normalized by the counts
+3. the samples are split into `steps_per_generation` micro-batches of about equal token count (or, with
+   `max_tokens_per_batch`, consecutive rollouts — a group's together — packed up to that many computed tokens,
+   shared prefixes counted once, and untrained one-token fillers for the rest), a rollout's samples in one
+   micro-batch, and trained with the GSPO/GRPO loss of `sculptor_rl.train.loss` (normalized by the counts
    of the whole optimizer step, since micro-batches hold different numbers of samples; `importance_sampling_level`
    token / sequence / rollout, `loss_weighting` per-sample / per-rollout); after each optimizer step the engine
    gets the new weights.
@@ -23,8 +25,10 @@ One generation round (every `steps_per_generation` micro-steps, TRL's cadence an
 Choices, briefly:
 - A sample is trimmed after its last trained token (what follows changes no loss) and the LM head runs only at
   the positions that predict a trained token (`masked_lm`). TRL's fused head would project every position on
-  CPU and score tool results as completion tokens. A micro-batch holds however many samples its rollouts made
-  (each the length of a context): keep TRL's default gradient checkpointing unless memory is plentiful.
+  CPU and score tool results as completion tokens. The tokens the samples of a micro-batch share are computed
+  once (`shared_prefix`: the loss, old and reference logprobs). A micro-batch holds however many samples its
+  rollouts made (each the length of a context): TRL's default gradient checkpointing saves memory, but turns
+  prefix sharing off in the loss forward (HF's checkpointed layers drop the cache; logged once).
 - Old logprobs: when each generation round is one optimizer step (`steps_per_generation ==
   gradient_accumulation_steps`, `num_iterations == 1`, the default) the policy has not moved, so the old
   logprobs are the current ones detached (ratio exactly 1, as in TRL). Otherwise they are recomputed with the
@@ -67,9 +71,10 @@ from ..trajectory import write_trajectories
 from .curves import CurvesCallback
 from .lora import peft_config
 from .loss import lm_loss, policy_loss
-from .masked_lm import kept_positions, masked_token_logprobs
+from .masked_lm import kept_positions
 from .rl_config import SculptorGRPOConfig, check_config, validate
 from .sft import _last_checkpoint, check_process_group, save_final
+from .shared_prefix import pack, token_logprobs
 
 log = logging.getLogger(__name__)
 
@@ -322,18 +327,24 @@ class SculptorGRPOTrainer(GRPOTrainer):
         rollouts: dict[str, list[int]] = {}
         for i, s in enumerate(samples):
             rollouts.setdefault(s.rollout_id, []).append(i)
-        members = list(rollouts.values())
-        parts = [[i for r in part for i in members[r]]
-                 for part in split_balanced([sum(len(samples[i].input_ids) for i in m) for m in members], spg)]
+        members = list(rollouts.values())  # in round order: a group's rollouts are consecutive
+        units = pack([[samples[i].input_ids for i in m] for m in members], self.args.max_tokens_per_batch,
+                     self.args.shared_prefix) if self.args.max_tokens_per_batch else []
+        if len(units) > spg:
+            log.warning("the round's %d rollouts need %d micro-batches of max_tokens_per_batch=%d tokens, more than "
+                        "steps_per_generation=%d: split evenly instead", len(members), len(units),
+                        self.args.max_tokens_per_batch, spg)
+        if not units or len(units) > spg:
+            units = split_balanced([sum(len(samples[i].input_ids) for i in m) for m in members], spg)
+        parts = [[i for r in part for i in members[r]] for part in units] + [[]] * (spg - len(units))
         batches = []
         for idx in parts:
             if idx:
                 batches.append(collate([samples[i] for i in idx], [advantages[i] for i in idx], self.pad_id))
-            else:  # fewer samples than micro-steps: an untrained copy keeps every rank's forward/backward in step
-                filler = collate([samples[0]], [0.0], self.pad_id)
-                filler["labels"].fill_(-100)
-                filler.pop("sampling_logps", None)
-                batches.append(filler)
+            else:  # fewer samples than micro-steps: an untrained token keeps every rank's forward/backward in step
+                first = samples[0]
+                batches.append(collate([replace(first, input_ids=first.input_ids[:1], loss_mask=[0], logprobs=None)],
+                                       [0.0], self.pad_id))
         counts = []
         for step in range(spg // ga):
             trained = [(b["labels"] != -100, b["advantages"], b["rollout_ids"])
@@ -376,8 +387,9 @@ class SculptorGRPOTrainer(GRPOTrainer):
 
     def _logps(self, model, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Logprobs of the trained tokens, their mask and the entropies there (`[B, k]`, LM head at k positions)."""
-        logps, mask, entropy = masked_token_logprobs(model, batch["input_ids"], batch["attention_mask"],
-                                                     batch["labels"], temperature=self.temperature, entropy=True)
+        logps, mask, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["labels"],
+                                              temperature=self.temperature, entropy=True,
+                                              shared_prefix=self.args.shared_prefix)
         return logps, mask.to(logps.dtype), entropy
 
     def _compute_loss(self, model, inputs):

@@ -14,6 +14,7 @@ from ..agent.loop import LoopConfig
 from ..envs import RewardConfig, params_of
 from .lora import LoraSettings
 from .loss import IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, LOSS_WEIGHTINGS
+from .shared_prefix import BatchSettings
 
 __all__ = ["ENGINES", "VLLM_MODES", "SculptorGRPOConfig", "check_config", "plan", "validate"]
 
@@ -23,7 +24,7 @@ _TRL_DEFAULTS = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
 
 
 @dataclass
-class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LoraSettings):
+class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LoraSettings, BatchSettings):
     """GRPOConfig with the agent loop's (`LoopConfig`) and the reward's (`RewardConfig`) settings under the names
     eval and serve use, and LoRA as TRL's `ModelConfig` names it; defaults follow the Sculptor paper's GSPO
     (ε 3e-4/4e-4, β 0, lr 1e-6, AdamW). Two loop settings have a TRL field of their own, kept equal to ours:
@@ -126,6 +127,8 @@ def check_config(cfg: SculptorGRPOConfig) -> list[str]:
         errors.append(f"steps_per_generation ({cfg.steps_per_generation}) must be a multiple of "
                       f"gradient_accumulation_steps ({cfg.gradient_accumulation_steps}): an optimizer step never "
                       "spans two generation rounds")
+    if cfg.max_tokens_per_batch is not None and cfg.max_tokens_per_batch < 1:
+        errors.append("max_tokens_per_batch must be positive (or unset)")
     if cfg.eval_strategy != "no":
         errors.append("eval_strategy must be 'no': evaluate checkpoints with `sculptor-rl eval`")
     if cfg.max_new_tokens >= cfg.max_context_tokens:
@@ -188,6 +191,9 @@ def plan(cfg: SculptorGRPOConfig) -> str:
         f"max_steps {cfg.max_steps}",
         f"precision    {'bf16' if cfg.bf16 else 'fp16' if cfg.fp16 else 'fp32'}, gradient checkpointing "
         f"{'on' if cfg.gradient_checkpointing else 'off'}; {ds}",
+        f"batches      shared prefixes {'on' if cfg.shared_prefix else 'off'}; micro-batches "
+        + (f"of up to {cfg.max_tokens_per_batch} computed tokens" if cfg.max_tokens_per_batch else
+           "of about equal size"),
         f"output       {cfg.output_dir} (save every {cfg.save_steps} steps, report_to {cfg.report_to})",
     ]
     return "\n".join(lines)

@@ -4,8 +4,13 @@
     accelerate launch --config_file configs/accelerate/zero2.yaml -m sculptor_rl.train.sft --config ...
 
 Samples are pre-tokenized (`input_ids` + the loss mask as TRL's `assistant_masks` column), so TRL builds the
-labels from our masks and never re-renders the chat. The checkpoint is a plain HF directory with the chat
-template (LoRA adapters are merged into it), ready for `rollout`, `rl`, `eval` and `serve`.
+labels from our masks and never re-renders the chat. Rows of a micro-batch that share a prefix (the system
+turn, a rollout's samples up to a context change) compute it once (`shared_prefix`); with
+`max_tokens_per_batch` the micro-batches are cut by computed tokens instead of rows, from samples in prefix
+order (`TokenBudgetBatches`). The loss is normalized by the trained tokens of the whole optimizer step
+(`num_items_in_batch`), so however the samples fall into micro-batches the step's gradient is the same.
+The checkpoint is a plain HF directory with the chat template (LoRA adapters are merged into it), ready for
+`rollout`, `rl`, `eval` and `serve`.
 """
 
 from __future__ import annotations
@@ -22,13 +27,13 @@ from ..models import resolve_model
 from ..samples import read_samples
 from .curves import CurvesCallback
 from .lora import LoraSettings, peft_config
-from .masked_lm import masked_token_logprobs
+from .shared_prefix import BatchSettings, pack, token_logprobs
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class SculptorSFTConfig(SFTConfig, LoraSettings):
+class SculptorSFTConfig(SFTConfig, LoraSettings, BatchSettings):
     """SFTConfig with our inputs; LoRA through TRL's `ModelConfig` fields (`use_peft`, `lora_r`, ...)."""
 
     model: str | None = field(default=None, metadata={"help": "HF id or path; default: the embedded SmolLM2-135M"})
@@ -36,12 +41,52 @@ class SculptorSFTConfig(SFTConfig, LoraSettings):
     max_length: int | None = field(default=None, metadata={"help": "longer samples are dropped; None: the "
                                                                      "model's context length"})
 
+    def __post_init__(self):
+        if self.max_tokens_per_batch is not None and self.max_tokens_per_batch < 1:
+            raise ValueError("max_tokens_per_batch must be positive (or unset)")
+        super().__post_init__()
+
+
+class TokenBudgetBatches(torch.utils.data.Sampler):
+    """Micro-batches of at most `max_tokens` computed tokens (`shared_prefix.pack`), cut from the samples in
+    sorted token order so that neighbours share prefixes; the micro-batches come in a seeded random order, a
+    new one each epoch."""
+
+    def __init__(self, seqs: list[list[int]], max_tokens: int, shared_prefix: bool, seed: int):
+        order = sorted(range(len(seqs)), key=lambda i: seqs[i])
+        self.batches = [[order[u] for u in b] for b in pack([[seqs[i]] for i in order], max_tokens, shared_prefix)]
+        self.seed, self.epoch = seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self):
+        shuffle = torch.randperm(len(self.batches), generator=torch.Generator().manual_seed(self.seed + self.epoch))
+        return iter([self.batches[i] for i in shuffle.tolist()])
+
 
 class MaskedSFTTrainer(SFTTrainer):
-    """SFTTrainer whose loss runs the LM head only on trained positions (see `masked_lm`)."""
+    """SFTTrainer whose loss runs the LM head only on trained positions (see `masked_lm`), computes shared
+    prefixes once (`shared_prefix`) and, with `max_tokens_per_batch`, cuts micro-batches by tokens."""
+
+    def get_train_dataloader(self):
+        args = self.args
+        if not args.max_tokens_per_batch:
+            return super().get_train_dataloader()
+        from torch.utils.data import DataLoader
+
+        batches = TokenBudgetBatches(self.train_dataset["input_ids"], args.max_tokens_per_batch, args.shared_prefix,
+                                     args.seed)
+        dataset = self._remove_unused_columns(self.train_dataset, description="Training")
+        return self.accelerator.prepare(DataLoader(dataset, batch_sampler=batches, collate_fn=self.data_collator,
+                                                   num_workers=args.dataloader_num_workers))
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        logp, mask = masked_token_logprobs(model, inputs["input_ids"], inputs.get("attention_mask"), inputs["labels"])
+        logp, mask = token_logprobs(model, inputs["input_ids"], inputs.get("attention_mask"), inputs["labels"],
+                                    shared_prefix=self.args.shared_prefix)
         tokens = mask.sum() if num_items_in_batch is None else num_items_in_batch
         loss = -logp.sum() / torch.as_tensor(tokens).clamp(min=1)
         return (loss, None) if return_outputs else loss

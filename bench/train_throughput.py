@@ -1,0 +1,199 @@
+"""Training throughput on Algorithm 1 samples: TRL's SFTTrainer, ours without and with shared prefixes.
+
+    .venv/bin/python bench/train_throughput.py [--samples 8] [--budgets 3072 8192] [--groups 4 8 16]
+
+1. SFT on the quickstart's pi_llm samples (12 tasks, 3 keys x 32 updates, seed 0, scripted teacher, Algorithm 1;
+   the first `--samples` of them in file order, i.e. whole rollouts), the embedded model, bf16 autocast on CPU,
+   one epoch, AdamW, each variant from the same initial weights in this process:
+   (a) TRL `SFTTrainer` as a user configures it for these samples: the dataset's `input_ids` and
+       `assistant_masks` (TRL builds the labels from them), batch 1, bf16;
+   (b) ours (`MaskedSFTTrainer`: LM head only on trained positions), batch 1, `shared_prefix: false`;
+   (c) ours with `shared_prefix: true` and `max_tokens_per_batch` each of `--budgets` (samples in prefix
+       order); the first budget is the quickstart SFT config's.
+   Throughput counts the samples' own tokens (the same numerator for all three) over the wall time of
+   `trainer.train()`. Memory: peak RSS during `train()` minus RSS before it (psutil, sampled every 5 ms by a
+   thread; torch's CPU allocations are not seen by tracemalloc).
+2. RL-shaped batches: one GRPO group, G rollouts of `--completion` trained tokens after a shared prompt of C
+   tokens, forward + backward of the masked-LM loss, on a randomly initialised model of the embedded model's
+   shape with `--layers` layers (30 in the real one: attention at 8k+ tokens dominates and would not fit the
+   time). Plain: rows one at a time (micro-batches of one, memory of one row), the fastest of `--plain-rows`
+   rows times G (every row has the same length); shared: the whole group at once, fastest of `--repeats`.
+
+The last line, for scripts: `shared-prefix vs TRL SFTTrainer: N.NNx` ((c) at the first budget over (a), tokens/s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import torch
+
+
+class PeakRSS:
+    """Peak resident memory while inside the block, over the RSS at its start (a thread samples it)."""
+
+    def __enter__(self):
+        self.proc, self.base, self.peak, self.done = psutil.Process(), psutil.Process().memory_info().rss, 0, False
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+        return self
+
+    def _sample(self):
+        while not self.done:
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+            time.sleep(0.005)
+
+    def __exit__(self, *exc):
+        self.done = True
+        self.thread.join()
+        self.peak = max(self.peak, self.proc.memory_info().rss)
+
+    @property
+    def gib(self) -> float:
+        return (self.peak - self.base) / 2**30
+
+
+def quickstart_samples(n: int):
+    from sculptor_rl.agent.chat import ChatFormat
+    from sculptor_rl.models import resolve_model
+    from sculptor_rl.rollout import RolloutConfig, rollout
+    from sculptor_rl.samples import policy_samples
+    from sculptor_rl.tasks import generate
+
+    fmt = ChatFormat.from_pretrained(resolve_model(None))
+    tasks = generate("pi_llm", 12, 0, keys=3, updates=32)
+    trajs = [t for t in rollout(tasks, RolloutConfig(engine="scripted"), fmt=fmt, progress=False) if t.reward >= 1]
+    return policy_samples(trajs, fmt)[:n], fmt.tokenizer
+
+
+def sft_variants(samples, tokenizer, budgets: list[int], out: Path) -> list[dict]:
+    from transformers import AutoModelForCausalLM
+    from trl import SFTConfig, SFTTrainer
+
+    from sculptor_rl.models import resolve_model
+    from sculptor_rl.samples import write_samples
+    from sculptor_rl.train.sft import MaskedSFTTrainer, SculptorSFTConfig, load_sample_dataset
+
+    write_samples(samples, out / "samples.jsonl")
+    model = AutoModelForCausalLM.from_pretrained(resolve_model(None), dtype=torch.float32)
+    initial = copy.deepcopy(model.state_dict())
+    tokens = sum(len(s.input_ids) for s in samples)
+    common = dict(output_dir=str(out / "run"), num_train_epochs=1, learning_rate=1e-5, bf16=True, use_cpu=True,
+                  max_length=None, per_device_train_batch_size=1, gradient_accumulation_steps=1, save_strategy="no",
+                  report_to=[], logging_steps=1000, gradient_checkpointing=False, dataloader_num_workers=0, seed=0)
+    variants = [("(a) TRL SFTTrainer", SFTTrainer, SFTConfig(**common)),
+                ("(b) ours, no sharing", MaskedSFTTrainer, SculptorSFTConfig(shared_prefix=False, **common))]
+    variants += [(f"(c) ours, shared prefix, {b} tokens", MaskedSFTTrainer,
+                  SculptorSFTConfig(shared_prefix=True, max_tokens_per_batch=b, **common)) for b in budgets]
+    rows = []
+    for name, cls, args in variants:
+        model.load_state_dict(initial)
+        trainer = cls(model=model, args=args, train_dataset=load_sample_dataset(str(out / "samples.jsonl"), None),
+                      processing_class=tokenizer)
+        steps = len(trainer.get_train_dataloader())
+        gc.collect()
+        with PeakRSS() as mem:
+            start = time.perf_counter()
+            trainer.train()
+            seconds = time.perf_counter() - start
+        rows.append({"variant": name, "micro-batches": steps, "seconds": seconds,
+                     "samples/s": len(samples) / seconds, "tokens/s": tokens / seconds, "peak GiB": mem.gib})
+        print(rows[-1], flush=True)
+        del trainer
+        gc.collect()
+    return rows
+
+
+def timed(fn, *args) -> float:
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+
+def rl_cells(groups: list[int], contexts: list[int], completion: int, layers: int, plain_rows: int,
+             repeats: int) -> list[dict]:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from sculptor_rl.models import resolve_model
+    from sculptor_rl.train.shared_prefix import token_logprobs
+
+    cfg = AutoConfig.from_pretrained(resolve_model(None))
+    cfg.num_hidden_layers = layers
+    cfg.max_position_embeddings = max(cfg.max_position_embeddings, max(contexts) + completion)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg).train()
+
+    def step(ids, shared):
+        labels = ids.clone()
+        labels[:, : ids.shape[1] - completion] = -100
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logp, mask = token_logprobs(model, ids, torch.ones_like(ids), labels, shared_prefix=shared)
+        (-logp.sum() / mask.sum()).backward()
+        model.zero_grad(set_to_none=True)
+
+    step(torch.randint(0, cfg.vocab_size, (2, 64 + completion)), True)  # warm-up
+    rows = []
+    for ctx in contexts:
+        prompt = torch.randint(0, cfg.vocab_size, (1, ctx))
+        for g in groups:
+            ids = torch.cat([prompt.expand(g, -1), torch.randint(0, cfg.vocab_size, (g, completion))], dim=1)
+            gc.collect()
+            with PeakRSS() as plain_mem:
+                plain = min(timed(step, ids[r : r + 1], False) for r in range(min(plain_rows, g))) * g
+            gc.collect()
+            with PeakRSS() as shared_mem:
+                shared = min(timed(step, ids, True) for _ in range(repeats))
+            tokens = g * (ctx + completion)
+            rows.append({"G": g, "context": ctx, "plain s": plain, "shared s": shared,
+                         "plain tok/s": tokens / plain, "shared tok/s": tokens / shared, "speed-up": plain / shared,
+                         "plain GiB": plain_mem.gib, "shared GiB": shared_mem.gib})
+            print(rows[-1], flush=True)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    keys = list(rows[0])
+    fmt = {float: "{:.2f}", int: "{}", str: "{}"}
+    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    lines += ["| " + " | ".join(fmt[type(r[k])].format(r[k]) for k in keys) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--samples", type=int, default=8, help="quickstart samples trained (in file order)")
+    ap.add_argument("--budgets", type=int, nargs="+", default=[3072, 8192], help="(c)'s max_tokens_per_batch")
+    ap.add_argument("--groups", type=int, nargs="*", default=[4, 8, 16])
+    ap.add_argument("--contexts", type=int, nargs="*", default=[2048, 8192],
+                    help="RL prompt lengths (32768: ~5 min per plain row on 2 cores)")
+    ap.add_argument("--completion", type=int, default=512, help="trained tokens per rollout")
+    ap.add_argument("--layers", type=int, default=2, help="layers of the random RL model (the embedded one: 30)")
+    ap.add_argument("--plain-rows", type=int, default=2, help="plain rows timed per RL cell (fastest x G)")
+    ap.add_argument("--repeats", type=int, default=2, help="shared steps timed per RL cell (fastest)")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+
+    rl = rl_cells(args.groups, args.contexts, args.completion, args.layers, args.plain_rows,
+                  args.repeats) if args.groups else []
+    samples, tokenizer = quickstart_samples(args.samples)
+    print(f"{len(samples)} samples, {sum(len(s.input_ids) for s in samples)} tokens", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        sft = sft_variants(samples, tokenizer, args.budgets, Path(tmp))
+    print(f"\nSFT, quickstart pi_llm samples ({len(samples)}), embedded model, bf16, torch threads "
+          f"{torch.get_num_threads()}:\n{table(sft)}")
+    if rl:
+        print(f"\nRL-shaped: one group, {args.completion} trained tokens per rollout, random model of the embedded "
+              f"shape with {args.layers} layers, bf16; plain = fastest of {args.plain_rows} row(s) x G:\n{table(rl)}")
+    print(f"\nours (no sharing) vs TRL SFTTrainer: {sft[1]['tokens/s'] / sft[0]['tokens/s']:.2f}x")
+    print(f"shared-prefix vs TRL SFTTrainer: {sft[2]['tokens/s'] / sft[0]['tokens/s']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""The ToolMem environment (Xiao et al., 2025): predict a tool's score on a task, or pick the better of two tools,
+with a memory of the tools in context.
+
+A `toolmem` record (`sculptor_rl.toolmem.family`) asks for a 1-5 score (kind predict) or for "A"/"B" (kind
+select). The mode decides what the model knows of the tools (paper §3.1):
+- `generic`: the tool's description only (the record's own prompt);
+- `few-shot`: plus the top-`top_k` (12) training experiences of the tool, by BM25 against the task (raw
+  examples: task prompt, rubric, score);
+- `toolmem`: the induced memory, the top-`top_k` (12) entries of each proficiency category by BM25 against the task.
+`memory` is a directory written by `build_memory`: `toolmem.jsonl` (the memory) and `experiences.jsonl` (the
+training experiences it was induced from, which few-shot retrieves). Every rollout reads the same file version.
+
+Reward, from the exact scores: predict -|predicted - true| (-4 without a number), select 1 for the better tool,
+else 0, choose the exact score the chosen tool's answer got. `summarize` gives the paper's metrics: MAE, RMSE,
+Pearson (predict), F1</F1>/accuracy of the pairs (select; and for predict, the paper's §4 way: two predicted
+scores of one task compared); for choose, the mean score of the chosen tools beside the best and each fixed tool.
+
+`build_memory` runs the induction (`toolmem.memory.induce`) on an engine (the policy's or an OpenAI-compatible
+endpoint); `teach` is a scripted teacher that predicts from the memory it is shown (SFT data).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from itertools import combinations
+from pathlib import Path
+
+from ..engines.base import Request, SamplingConfig
+from ..jsonl import write_atomic, write_jsonl
+from ..memory import MemoryStore, bm25_scores, load_snapshot, top_k
+from ..memory.store import thaw
+from ..toolmem import family
+from ..toolmem.memory import CATEGORIES, PHRASES, TEST_K, ToolMem, check_entry, induce, render_memory
+from ..toolmem.metrics import WORST_ERROR, choice_metrics, prediction_metrics, selection_metrics
+from .base import Env
+
+__all__ = ["MODES", "TOOLMEM_SYSTEM_PROMPT", "ToolMemEnv", "ToolMemParams", "build_memory", "teach"]
+
+MODES = ("generic", "few-shot", "toolmem")
+TOOLMEM_SYSTEM_PROMPT = "You know the tools you work with: how well each one does on which tasks."
+MEMORY_FILE, EXPERIENCES_FILE = "toolmem.jsonl", "experiences.jsonl"
+RETRY_TEMPERATURE = 0.7  # a malformed induction answer is asked again sampled
+
+
+@dataclass
+class ToolMemParams:
+    mode: str = "toolmem"  # generic | few-shot | toolmem
+    memory: str = ""  # directory written by build_memory (few-shot and toolmem need it)
+    top_k: int = TEST_K  # entries per category (toolmem) or experiences (few-shot) shown
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"unknown toolmem mode {self.mode!r}; choose one of {', '.join(MODES)}")
+        if not isinstance(self.top_k, int) or isinstance(self.top_k, bool) or self.top_k < 1:
+            raise ValueError(f"top_k must be an integer >= 1, got {self.top_k!r}")
+        if not isinstance(self.memory, str):
+            raise ValueError(f"memory must be a directory path, got {self.memory!r}")
+
+
+def load_memory(directory: str) -> tuple[ToolMem, tuple]:
+    """The memory and the training experiences in `directory` (each file read once per version: every rollout
+    reads them)."""
+    path = Path(directory)
+    entries = load_snapshot(path / MEMORY_FILE, check_entry).entries
+    return ToolMem(MemoryStore(thaw(entries), check=check_entry)), load_snapshot(path / EXPERIENCES_FILE).entries
+
+
+class ToolMemEnv(Env):
+    name = "toolmem"
+    Params = ToolMemParams
+    system_prompt = TOOLMEM_SYSTEM_PROMPT
+    task_families = (family.NAME,)
+
+    @classmethod
+    def eval_modes(cls) -> dict[str, tuple[str, dict]]:
+        return {mode: (cls.name, {"mode": mode}) for mode in MODES}
+
+    def __init__(self, task: dict, params: ToolMemParams | None = None, **kwargs):
+        if task.get("task") != family.NAME:
+            raise ValueError(f"the toolmem env runs {family.NAME!r} tasks, got {task.get('task')!r}")
+        super().__init__(task, params, **kwargs)
+        self.kind, self.exps = task["meta"]["kind"], task["meta"]["experiences"]
+        self.text: str | None = None
+        if self.params.mode != "generic":  # checked here, not in the params: a config may name a memory built later
+            if not all((Path(self.params.memory) / f).is_file() for f in (MEMORY_FILE, EXPERIENCES_FILE)):
+                raise ValueError(f"the {self.params.mode} mode needs `memory`, a directory written by build_memory "
+                                 f"(with {MEMORY_FILE} and {EXPERIENCES_FILE}); got {self.params.memory!r}")
+            self.messages[-1] = {"role": "user", "content": self._prompt(*load_memory(self.params.memory))}
+
+    def _prompt(self, memory: ToolMem, train: tuple[dict, ...]) -> str:
+        k, query = self.params.top_k, self.exps[0]["prompt"]
+        if self.params.mode == "toolmem":
+            memories = [render_memory(memory.recall(e["tool"], query, k)) for e in self.exps]
+            shots = None
+        else:  # few-shot: the GENERIC memory and the tool's most similar training experiences
+            memories = [family.tool_description(e["tool"]) for e in self.exps]
+            shots = []
+            for e in self.exps:
+                pool = [x for x in train if x["tool"] == e["tool"]]
+                shots.append([pool[i] for i in top_k(bm25_scores(query, [x["prompt"] for x in pool]), k)])
+        if self.kind == "predict":
+            return family.predict_prompt(self.exps[0], memories[0], shots[0] if shots else None)
+        return family.choice_prompt(self.kind, self.exps, memories, shots)
+
+    def on_answer(self, text: str) -> bool:
+        self.text = text
+        return False
+
+    def reward(self, traj) -> float:
+        if self.kind == "predict":
+            predicted = family.parse_score(self.text or "")
+            return -(WORST_ERROR if predicted is None else abs(predicted - self.task["answer"]))
+        return traj.score
+
+    def info(self) -> dict:
+        text, tools = self.text or "", [e["tool"] for e in self.exps]
+        predicted = (family.parse_score(text) if self.kind == "predict" else
+                     family.parse_choice(text, tools if self.kind == "choose" else None))
+        return {"kind": self.kind, "predicted": predicted, "raw": [e["raw"] for e in self.exps],
+                "tools": tools, "true": [e["score"] for e in self.exps],
+                "task_id": self.exps[0]["task_id"], "family": self.exps[0]["family"]}
+
+    @classmethod
+    def summarize(cls, trajs: list, mode: str) -> dict:
+        """Predict: MAE/RMSE/Pearson, and selection from two predicted scores of one task (paper §4); select:
+        F1</F1>/accuracy of the direct choices; choose: the chosen tools' mean score beside the oracle's."""
+        out = {}
+        predicts = [t.info for t in trajs if t.info.get("kind") == "predict"]
+        if predicts:
+            out["prediction"] = prediction_metrics([i["predicted"] for i in predicts], [i["true"][0] for i in predicts])
+            by_task = defaultdict(dict)
+            for i in predicts:
+                by_task[i["task_id"]][i["tools"][0]] = (i["predicted"], i["true"][0])
+            pairs = [(ts[a], ts[b]) for ts in by_task.values() for a, b in combinations(sorted(ts), 2)]
+            out["selection_from_predictions"] = selection_metrics(
+                [a[0] for a, _ in pairs], [b[0] for _, b in pairs], [a[1] for a, _ in pairs], [b[1] for _, b in pairs])
+        selects = [t.info for t in trajs if t.info.get("kind") == "select"]
+        if selects:
+            choice = [i["predicted"] for i in selects]
+            out["selection"] = selection_metrics([None if c is None else float(c == "A") for c in choice],
+                                                 [None if c is None else float(c == "B") for c in choice],
+                                                 [i["true"][0] for i in selects], [i["true"][1] for i in selects])
+        chooses = [t.info for t in trajs if t.info.get("kind") == "choose"]
+        if chooses:
+            out["choice"] = choice_metrics(chooses)
+        return out
+
+
+# ---- the induction on an engine ----
+
+def engine_generate(engine, tokenizer, max_new_tokens: int = 256, retry_temperature: float = RETRY_TEMPERATURE):
+    """`generate(prompts, attempt) -> texts` on `engine`: each prompt one user turn, rendered with the policy's
+    chat template (token engines) or sent as messages (chat endpoints); the first attempt with the engine's own
+    sampling, a retry at `retry_temperature` (seeded by the attempt), so that a greedy engine does not repeat itself."""
+    def generate(prompts: list[str], attempt: int) -> list[str]:
+        sampling = SamplingConfig(temperature=retry_temperature, seed=attempt) if attempt else None
+        requests = []
+        for prompt in prompts:
+            messages = [{"role": "user", "content": prompt}]
+            ids = tokenizer.encode(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True),
+                                   add_special_tokens=False) if tokenizer is not None else []
+            requests.append(Request(prompt_ids=ids, messages=messages, max_new_tokens=max_new_tokens,
+                                    sampling=sampling))
+        return [c.text for c in engine.generate(requests)]
+    return generate
+
+
+def build_memory(experiences: list[dict], out: str | Path, engine, tokenizer=None, retries: int = 2,
+                 max_new_tokens: int = 256) -> dict:
+    """Induce a ToolMem from training `experiences` on `engine` and write the `memory` directory the env reads:
+    the memory, the experiences (for few-shot) and `induction.json` (updates, retries, the failed answers)."""
+    memory = ToolMem()
+    report = induce(memory, experiences, engine_generate(engine, tokenizer, max_new_tokens), retries=retries)
+    out = Path(out)
+    memory.save(out / MEMORY_FILE)
+    write_jsonl(experiences, out / EXPERIENCES_FILE)
+    summary = {**asdict(report), "entries": len(memory.store),
+               "per_tool": {t: {c: len(memory.entries(t, c)) for c in CATEGORIES} for t in memory.tools()}}
+    write_atomic(out / "induction.json", json.dumps(summary, indent=1))
+    return summary
+
+
+# ---- the scripted teacher: a prediction from the memory in context ----
+
+def _from_memory(section: str, query: str) -> float:
+    """3 + the category values (+2 .. -2) of the memory lines shown, weighted by their BM25 relevance to the
+    task (a plain mean when none is relevant); 3 without lines."""
+    lines = [line[2:] for line in section.splitlines() if line.startswith("- ")]
+    values = [next((CATEGORIES[c] for p, c in PHRASES.items() if line.lower().startswith(p)), 0) for line in lines]
+    if not lines:
+        return 3.0
+    weights = bm25_scores(query, lines)
+    if sum(weights) <= 0:
+        weights = [1.0] * len(lines)
+    return 3 + sum(w * v for w, v in zip(weights, values)) / sum(weights)
+
+
+def teach(task: dict, messages: list[dict], tools=None) -> str:
+    """The score (predict) or the tool (select, choose) the memory lines in the user message point to.
+    Deterministic; reads only what the model is shown (never the answer)."""
+    user = next(m["content"] for m in messages if m["role"] == "user")
+    kind, exps = task["meta"]["kind"], task["meta"]["experiences"]
+    query = exps[0]["prompt"]
+    if kind == "predict":
+        return str(min(5, max(1, round(_from_memory(user, query)))))
+    heads = [user.index(family.tool_header(kind, i, e["tool"])) for i, e in enumerate(exps)]
+    ends = [*heads[1:], user.index(family.TASK_HEAD)]
+    expected = [_from_memory(user[a:b], query) for a, b in zip(heads, ends)]
+    best = expected.index(max(expected))
+    return "AB"[best] if kind == "select" else exps[best]["tool"]

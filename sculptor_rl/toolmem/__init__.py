@@ -1,0 +1,11 @@
+"""ToolMem (Xiao et al., 2025): a learnable memory of what each tool is good and bad at, to predict a tool's
+score on a task and to choose the better tool.
+
+- `experiences`: experiences with exact feedback, generated offline — context strategies ("tools") on the
+  long-context task families, scored by the families' scorers — with train/test splits;
+- `biggen`: BiGGen Bench's published records (per-model responses, judge scores, rubrics, feedback) as experiences;
+- `memory`: the memory (per tool, four proficiency categories), its LLM induction step and update rule, retrieval;
+- `family`: the `toolmem` task family (score prediction and pair selection records over test experiences);
+- `metrics`: MAE, RMSE, Pearson; F1</F1> and accuracy of pair selection.
+The environment is `sculptor_rl.envs.toolmem`; it calls the engine for the induction step.
+"""

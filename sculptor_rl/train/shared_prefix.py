@@ -1,0 +1,226 @@
+"""Shared-prefix forward: rows of a micro-batch that begin with the same tokens are computed once up to where
+they part.
+
+Algorithm 1 samples share a lot: every sample holds the same system turn (the tool schemas, ~1k tokens for
+the embedded model), a GRPO group's rollouts share the task prompt, and a rollout's samples share everything up
+to the first context change. The rows form a prefix tree (`prefix_tree`); each node's tokens are forwarded
+once, with `use_cache=True`, and its children continue from its keys/values, expanded along the batch dim, so
+the gradients of every row flow back into the shared tokens once. Each node is one forward of batch 1: no
+padding, and the LM head runs only where a trained token of one of its rows is predicted (`masked_lm`; siblings
+batched together would each need the union of their positions). The position before a child's first token is
+its parent's last: its logits are the parent's, gathered at each row's own next token. The result has
+`masked_token_logprobs`' `[B, k]` layout, and losses and gradients equal the plain computation to float
+tolerance (`tests/test_shared_prefix.py`).
+
+Memory: each child's attention holds its own copy of the prefix's keys/values (HF's cache concatenates) — per
+token 2·kv_heads·head_dim values per layer, against the plain path's full activations of every row; the prefix's
+activations are stored once.
+
+Falls back to the plain path, with one log line saying why, for a model whose forward takes no
+`past_key_values`, a DeepSpeed engine with gradients on (measured: unequal gradients under ZeRO-2),
+sliding-window or other non-full attention layers (a cached prefix would not be windowed like the plain row),
+rows that are not right-padded, and gradient checkpointing with gradients on: HF's checkpointed
+layers drop `past_key_values` (recomputing a layer would append to the cache twice). Without gradients (old and
+reference logprobs) checkpointing does nothing useful, so it is switched off for that forward instead.
+
+Micro-batches: `computed_tokens` is what a micro-batch costs (each shared prefix once, or padded rows), and
+`pack` fills micro-batches up to a token budget from units (a sample, or a rollout's samples) kept in an order
+where neighbours share prefixes. `BatchSettings` holds the two config fields SFT and RL share.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from transformers import DynamicCache
+
+from .masked_lm import kept_positions, masked_token_logprobs
+
+log = logging.getLogger(__name__)
+
+MIN_SHARED = 32  # a shared run shorter than this is recomputed per row: not worth a forward call of its own
+_logged: set[str] = set()
+
+
+@dataclass
+class BatchSettings:
+    """The micro-batch fields of the SFT and RL configs (one name in both)."""
+
+    shared_prefix: bool = field(default=True, metadata={
+        "help": "compute the tokens that rows of a micro-batch share (system turn, a group's prompt, a rollout's "
+                "samples up to a context change) once; same loss and gradients (sculptor_rl.train.shared_prefix)"})
+    max_tokens_per_batch: int | None = field(default=None, metadata={
+        "help": "micro-batches hold up to this many computed tokens (shared prefixes counted once with "
+                "shared_prefix) instead of a row count; None: SFT takes per_device_train_batch_size rows, RL "
+                "splits each round into steps_per_generation micro-batches of about equal size"})
+
+
+@dataclass
+class Branch:
+    """Tokens [start, end) that every row in `rows` holds; `children` continue some of them from `end`."""
+
+    rows: list[int]
+    start: int
+    end: int
+    children: list[Branch] = field(default_factory=list)
+
+
+def prefix_tree(ids: torch.Tensor, lengths: list[int], min_shared: int = MIN_SHARED) -> list[Branch]:
+    """The rows of `ids` ([B, T], row i's tokens are ids[i, :lengths[i]]) as a prefix tree: the root branches."""
+    return _branches(ids, lengths, list(range(len(lengths))), 0, min_shared)
+
+
+def _branches(ids, lengths, rows, start, min_shared) -> list[Branch]:
+    by_token: dict[int, list[int]] = {}
+    for r in rows:
+        if lengths[r] > start:
+            by_token.setdefault(int(ids[r, start]), []).append(r)
+    out = []
+    for group in by_token.values():
+        end = _common_end(ids, lengths, group, start)
+        if len(group) == 1 or end - start >= min_shared:
+            out.append(Branch(group, start, end, _branches(ids, lengths, group, end, min_shared)))
+            continue
+        # a short shared run: each sub-branch carries these tokens itself
+        for b in _branches(ids, lengths, group, end, min_shared):
+            out.append(Branch(b.rows, start, b.end, b.children))
+        out += [Branch([r], start, end) for r in group if lengths[r] == end]
+    return out
+
+
+def _common_end(ids, lengths, rows, start) -> int:
+    """Where the rows part (or the first of them ends); a lone row runs to its own end."""
+    end = min(lengths[r] for r in rows)
+    if len(rows) == 1:
+        return end
+    differ = (ids[rows, start:end] != ids[rows[0], start:end]).any(0).nonzero()
+    return start + int(differ[0]) if len(differ) else end
+
+
+def fallback_reason(model) -> str | None:
+    """Why `model` cannot share prefixes (None: it can)."""
+    base = model
+    while hasattr(base, "module"):  # DDP, DeepSpeed
+        if type(base).__name__ == "DeepSpeedEngine" and torch.is_grad_enabled():
+            return ("DeepSpeed: a ZeRO-2 step through several forward calls gave other gradients than the plain "
+                    "step (2 CPU ranks, issue 17); shared without gradients only")
+        base = base.module
+    if hasattr(base, "get_base_model"):  # PEFT
+        base = base.get_base_model()
+    cfg = getattr(base, "config", None)
+    if "past_key_values" not in inspect.signature(base.forward).parameters or getattr(base, "_is_stateful", False):
+        return f"{type(base).__name__}'s forward takes no past_key_values"
+    if set(getattr(cfg, "layer_types", None) or ()) - {"full_attention"} or getattr(cfg, "sliding_window", None):
+        return "the model has sliding-window or other non-full attention layers"
+    if torch.is_grad_enabled() and base.training and _checkpointed(base):
+        return ("gradient checkpointing is on (HF's checkpointed layers drop past_key_values); set "
+                "gradient_checkpointing: false to share prefixes")
+    return None
+
+
+def _checkpointed(model) -> list:
+    return [m for m in model.modules() if getattr(m, "gradient_checkpointing", False) is True]
+
+
+@contextmanager
+def _no_checkpointing(model):
+    """Without gradients checkpointing saves nothing; HF's checkpointed layers would drop the cache."""
+    layers = [] if torch.is_grad_enabled() else _checkpointed(model)
+    for m in layers:
+        m.gradient_checkpointing = False
+    try:
+        yield
+    finally:
+        for m in layers:
+            m.gradient_checkpointing = True
+
+
+def token_logprobs(model, input_ids, attention_mask, labels, temperature: float = 1.0, entropy: bool = False,
+                   shared_prefix: bool = True, min_shared: int = MIN_SHARED) -> tuple[torch.Tensor, ...]:
+    """`masked_token_logprobs`, with shared prefixes computed once when `shared_prefix` and the model allows it."""
+    lengths = attention_mask.sum(-1) if attention_mask is not None else torch.full(
+        (len(input_ids),), input_ids.shape[1], device=input_ids.device)
+    reason = fallback_reason(model) if shared_prefix else None
+    if reason is None and shared_prefix and attention_mask is not None and not torch.equal(
+            attention_mask.bool(), torch.arange(input_ids.shape[1], device=lengths.device) < lengths[:, None]):
+        reason = "the rows are not right-padded"
+    if not shared_prefix or reason or len(input_ids) == 1 or not (labels != -100).any():  # one row: nothing to share
+        if reason and reason not in _logged:
+            _logged.add(reason)
+            log.warning("shared prefix off, plain forward: %s", reason)
+        return masked_token_logprobs(model, input_ids, attention_mask, labels, temperature, entropy)
+    with _no_checkpointing(model):
+        return _shared_logprobs(model, input_ids, lengths.tolist(), labels, temperature, entropy, min_shared)
+
+
+def _shared_logprobs(model, ids, lengths, labels, temperature, entropy, min_shared):
+    keep = kept_positions(labels)
+    target = torch.nn.functional.pad(labels[:, 1:], (0, 1), value=-100)  # target[:, p]: the token p predicts
+    column = torch.full((ids.shape[1],), -1, dtype=torch.long, device=ids.device)
+    column[keep] = torch.arange(len(keep), device=ids.device)
+    pieces: list[tuple[torch.Tensor, ...]] = []  # (rows, columns, logps, entropies) to place in [B, k]
+
+    def forward(b: Branch, past) -> None:
+        """Branch b's tokens after `past`, the keys/values (per layer) of tokens [0, b.start) of its rows."""
+        wanted = (target[b.rows, b.start : b.end] != -100).any(0).nonzero().squeeze(-1)  # local positions
+        out = model(input_ids=ids[b.rows[0], b.start : b.end][None], use_cache=True, logits_to_keep=wanted,
+                    past_key_values=None if past is None else DynamicCache(ddp_cache_data=past))
+        if len(wanted):
+            logp_all = torch.log_softmax(out.logits[0].float() / temperature, dim=-1)  # [m, V]
+            pos = wanted + b.start
+            tgt = target[b.rows][:, pos].clamp(min=0)  # [R, m]: each row's own next tokens
+            logp = logp_all.gather(-1, tgt.T).T
+            with torch.no_grad():
+                ent = -(logp_all.exp() * logp_all).sum(-1).expand_as(logp).reshape(-1) if entropy else None
+            rows = torch.tensor(b.rows, device=ids.device)[:, None].expand_as(tgt)
+            pieces.append((rows.reshape(-1), column[pos].expand_as(tgt).reshape(-1), logp.reshape(-1), ent))
+        past = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+        for child in b.children:
+            forward(child, past)
+
+    for root in prefix_tree(ids, lengths, min_shared):
+        forward(root, None)
+    rows, cols = torch.cat([p[0] for p in pieces]), torch.cat([p[1] for p in pieces])
+    shape = (len(ids), len(keep))
+    logp = torch.zeros(shape, device=ids.device).index_put((rows, cols), torch.cat([p[2] for p in pieces]))
+    mask = target[:, keep] != -100
+    if not entropy:
+        return logp * mask, mask
+    ent = torch.zeros(shape, device=ids.device).index_put((rows, cols), torch.cat([p[3] for p in pieces]))
+    return logp * mask, mask, ent * mask
+
+
+def computed_tokens(seqs: list[list[int]], shared_prefix: bool = True) -> int:
+    """The tokens a micro-batch of these rows computes: each shared prefix once (the size of their prefix tree:
+    in sorted order, each row adds what it does not share with the one before), or padded rows without sharing."""
+    if not seqs:
+        return 0
+    if not shared_prefix:
+        return len(seqs) * max(map(len, seqs))
+    rows = [np.asarray(s) for s in sorted(map(list, seqs))]
+    total = len(rows[0])
+    for a, b in zip(rows, rows[1:]):
+        m = min(len(a), len(b))
+        differ = np.flatnonzero(a[:m] != b[:m])
+        total += len(b) - (int(differ[0]) if len(differ) else m)
+    return total
+
+
+def pack(units: list[list[list[int]]], max_tokens: int | None, shared_prefix: bool = True) -> list[list[int]]:
+    """Consecutive units (each a list of rows that must stay together) into micro-batches of at most `max_tokens`
+    computed tokens (a unit larger than that alone); the indices of the units in each. None: one micro-batch."""
+    batches: list[list[int]] = []
+    rows: list[list[int]] = []
+    for u, unit in enumerate(units):
+        if batches and (max_tokens is None or computed_tokens(rows + unit, shared_prefix) <= max_tokens):
+            batches[-1].append(u)
+            rows += unit
+        else:
+            batches.append([u])
+            rows = list(unit)
+    return batches

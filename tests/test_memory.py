@@ -1,0 +1,102 @@
+"""The cross-episode memory (sculptor_rl.memory): store round-trip through disk, frozen snapshots, BM25 and
+Dynamic "n" (MemToolAgent Algorithm 1) on hand-made similarity curves."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from sculptor_rl.memory import (MemoryStore, bm25_scores, check_entry, dynamic_n, load_snapshot, make_entry,
+                                render_entries, select, top_k)
+
+
+def _entries():
+    call = {"name": "email.send_email", "arguments": {"recipient": "carlos@atlas.com", "subject": "Hi"}}
+    return [make_entry("send an email to Carlos", [call], 1),
+            make_entry("delete my last meeting", [], 0, "The agent deleted nothing: search events first.",
+                       domain="calendar")]
+
+
+def test_store_round_trip_through_disk(tmp_path):
+    store = MemoryStore(_entries(), check=check_entry)
+    path = tmp_path / "memory.jsonl"
+    assert store.save(path) == 2
+    back = MemoryStore.load(path, check=check_entry)
+    assert back.entries == store.entries
+    assert back.entries[1]["domain"] == "calendar" and back.entries[0]["reflection"] is None
+
+
+def test_load_names_the_bad_line(tmp_path):
+    path = tmp_path / "memory.jsonl"
+    good = json.dumps(_entries()[0])
+    path.write_text(good + "\n" + json.dumps({"query": "x", "calls": [], "feedback": 2}) + "\n")
+    with pytest.raises(ValueError, match=r"memory.jsonl line 2: not a memory entry .*feedback"):
+        MemoryStore.load(path, check=check_entry)
+    path.write_text(good + "\n[1, 2]\n")
+    with pytest.raises(ValueError, match="line 2"):
+        MemoryStore.load(path)
+    with pytest.raises(ValueError, match="reflection"):  # r only when f = 0
+        make_entry("q", [], 1, "a critique of a correct execution")
+
+
+def test_frozen_snapshot_does_not_change():
+    store = MemoryStore(_entries())
+    snap = store.frozen()
+    store.add(make_entry("plot total visits", [], 1))
+    store.entries[0]["query"] = "changed"
+    assert len(snap) == 2 and snap.entries[0]["query"] == "send an email to Carlos"
+    with pytest.raises(TypeError):
+        snap.entries[0]["query"] = "x"
+    with pytest.raises(AttributeError):
+        snap.entries[0]["calls"].append({})  # lists are frozen into tuples
+    with pytest.raises(AttributeError):
+        snap.entries = ()
+
+
+def test_load_snapshot_reads_a_new_version(tmp_path):
+    path = tmp_path / "m.jsonl"
+    MemoryStore(_entries()[:1]).save(path)
+    first = load_snapshot(path)
+    assert load_snapshot(path) is first  # one read per file version
+    MemoryStore(_entries()).save(path)
+    assert len(load_snapshot(path)) == 2
+
+
+def test_render_shows_feedback_and_reflection():
+    text = render_entries(_entries())
+    assert 'email.send_email(recipient="carlos@atlas.com", subject="Hi")' in text
+    assert "User feedback: Correct" in text and "User feedback: Incorrect" in text
+    assert text.count("Reflection:") == 1
+
+
+def test_bm25_ranks_the_similar_query_first():
+    docs = ["send an email to Carlos about the budget", "delete the calendar event tomorrow", "plot total visits"]
+    scores = bm25_scores("email Carlos the new budget", docs)
+    assert top_k(scores, 1) == [0] and scores[1] == scores[2] == 0.0
+    assert bm25_scores("the", docs) == [0.0, 0.0, 0.0] and bm25_scores("x", []) == []
+
+
+def test_dynamic_n_one_knee():
+    assert dynamic_n([1.0] * 12 + [0.2] * 20) == 12
+    # noisy plateaus and an order that is not sorted yet
+    rng = np.random.default_rng(0)
+    x = np.r_[np.linspace(0.9, 0.85, 15), np.linspace(0.4, 0.35, 30)] + rng.normal(0, 0.003, 45)
+    assert dynamic_n(rng.permutation(x)) == 15
+
+
+def test_dynamic_n_two_knees_first_or_second_peak():
+    x = [1.0] * 12 + [0.6] * 25 + [0.1] * 20
+    assert dynamic_n(x) == 12 and dynamic_n(x, peak=1) == 37
+    assert dynamic_n(x, radius=3) == 12
+
+
+def test_dynamic_n_falls_back_to_top_k():
+    assert dynamic_n([0.5] * 40, fallback=4) == 4  # flat: no peak
+    assert dynamic_n([0.9, 0.1, 0.1], fallback=5) == 3  # shorter than a window
+    assert dynamic_n([1.0] * 12 + [0.2] * 20, peak=1, fallback=7) == 7  # no second peak
+    assert select([0.1, 0.9, 0.5], "none") == [] and select([0.1, 0.9, 0.5], "topk", k=2) == [1, 2]
+    assert select([1.0] * 12 + [0.2] * 20, "dynamic", k=3) == list(range(12))
+    with pytest.raises(ValueError, match="retrieval"):
+        select([1.0], "best")

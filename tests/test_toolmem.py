@@ -1,0 +1,288 @@
+"""ToolMem: experiences with exact feedback, the BiGGen Bench importer, the memory's update rule, validation and
+retry of the induction answers, retrieval per category, the metrics, the `toolmem` family and environment."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from sculptor_rl.agent.loop import LoopConfig, run_rollouts
+from sculptor_rl.envs import make_env_factory, params_of
+from sculptor_rl.envs.teachers import ScriptedTeacher
+from sculptor_rl.envs.toolmem import EXPERIENCES_FILE, MEMORY_FILE, ToolMemEnv
+from sculptor_rl.jsonl import write_jsonl
+from sculptor_rl.tasks import generate, load_tasks
+from sculptor_rl.tasks import score as score_task
+from sculptor_rl.toolmem import family
+from sculptor_rl.toolmem.biggen import import_biggen
+from sculptor_rl.toolmem.experiences import FAMILY_MODULES, TOOLS, Tool, experience, generate_experiences, likert
+from sculptor_rl.toolmem.memory import ToolMem, induce, parse_induction
+from sculptor_rl.toolmem.metrics import choice_metrics, prediction_metrics, selection_metrics
+
+
+# ---- experiences ----
+
+def test_experiences_are_deterministic_split_and_vary_by_task():
+    train, test = generate_experiences(8, 0, "train"), generate_experiences(8, 0, "test")
+    assert train == generate_experiences(8, 0, "train") and len(train) == 8 * len(TOOLS)
+    assert not {e["task_id"] for e in train} & {e["task_id"] for e in test}
+    assert {e["family"] for e in train} == set(FAMILY_MODULES)
+    for e in train:
+        assert e["score"] == likert(e["raw"]) and e["tool"] in e["feedback"] and "the long context" in e["prompt"]
+    # the tools differ in what they are good at: truncate keeps pi_llm's last updates, not an early needle
+    scores: dict = {}
+    for e in generate_experiences(40, 0, "train"):
+        scores.setdefault((e["family"], e["tool"]), []).append(e["score"])
+    mean = {k: sum(v) / len(v) for k, v in scores.items()}
+    assert mean[("pi_llm", "truncate-256")] > mean[("needlebench", "truncate-256")] + 2
+
+
+def test_experiences_are_scored_exactly():
+    for module in FAMILY_MODULES.values():
+        for record in module.generate(2, 3):
+            for tool in TOOLS.values():
+                e = experience(record, tool)
+                assert e["raw"] == score_task(record, e["solution"]) and e["task_id"] == record["id"]
+
+
+@pytest.mark.parametrize("name", sorted(FAMILY_MODULES))
+def test_a_tool_that_shows_everything_is_always_right(name):
+    """The readers: with the whole context visible every family's answer is exact (score 5)."""
+    whole = Tool("truncate-all", "truncate", 10**6)
+    for record in FAMILY_MODULES[name].generate(3, 7):
+        e = experience(record, whole)
+        assert (e["raw"], e["score"]) == (1.0, 5) and "showed 100%" in e["feedback"]
+
+
+def test_truncate_shows_the_end_of_the_context_at_a_line():
+    (record,) = FAMILY_MODULES["pi_llm"].generate(1, 0, keys=2, updates=48)
+    context = record["messages"][0]["content"].split("\n\n")[1]
+    view = TOOLS["truncate-256"].view(context, "")
+    assert context.endswith(view) and len(view) <= 4 * 256 and context[-len(view) - 1] == "\n"
+
+
+# ---- BiGGen Bench ----
+
+def _biggen_row(instance: str, model: str, score, feedback="Clear and correct.", **extra) -> dict:
+    rubric = {"criteria": "Is the answer correct?", **{f"score{n}_description": f"level {n}" for n in range(1, 6)}}
+    return {"id": instance, "capability": "reasoning", "task": "math", "instance_idx": 0,
+            "system_prompt": "You are a helpful assistant.", "input": f"Question {instance}?",
+            "reference_answer": "42", "score_rubric": rubric, "response": f"{model} says 42", "uuid": "u",
+            "model_name": model, "used_for_training": False, "human_score": -1, "language": "English",
+            "gpt4_score": 3, "gpt4_feedback": "g4", "gpt4_04_turbo_score": score, "gpt4_04_turbo_feedback": feedback,
+            "claude_score": 2, "claude_feedback": "c", "prometheus_8x7b_score": [4, 5, None, 4, 4],
+            "prometheus_8x7b_feedback": "p", "prometheus_8x7b_bgb_score": [1, 1, 1, 1, 1],
+            "prometheus_8x7b_bgb_feedback": "pb", **extra}
+
+
+def test_biggen_importer(tmp_path):
+    path = tmp_path / "biggen.jsonl"
+    write_jsonl([_biggen_row("reasoning_math_0", "gpt-3.5", 4), _biggen_row("reasoning_math_0", "qwen-0.5b", 1),
+                 _biggen_row("reasoning_math_1", "gpt-3.5", None)], path)
+    exps = import_biggen(path)
+    assert [(e["tool"], e["score"], e["raw"]) for e in exps] == [("gpt-3.5", 4, 0.75), ("qwen-0.5b", 1, 0.0)]
+    e = exps[0]
+    assert e["prompt"] == "You are a helpful assistant.\n\nQuestion reasoning_math_0?"
+    assert e["solution"] == "gpt-3.5 says 42" and e["feedback"] == "Clear and correct."
+    assert e["rubric"].splitlines() == ["Is the answer correct?", *(f"{n}: level {n}" for n in range(1, 6))]
+    assert e["family"] == "reasoning" and e["id"] == "reasoning_math_0/gpt-3.5"
+    # a judge with five ratings: their mean (None left out); a model filter
+    assert [x["score"] for x in import_biggen(path, judge="prometheus_8x7b", models=["qwen-0.5b"])] == [4]
+    row = _biggen_row("x", "m", 3)
+    del row["response"]
+    write_jsonl([row], tmp_path / "bad.jsonl")
+    with pytest.raises(ValueError, match="bad.jsonl line 1: missing column 'response'"):
+        import_biggen(tmp_path / "bad.jsonl")
+
+
+# ---- the memory ----
+
+def entry(category: str, text: str, tool: str = "truncate-256") -> dict:
+    return {"tool": tool, "category": category, "text": text}
+
+
+def test_parse_induction_reads_categories_and_rejects_malformed_answers():
+    answer = ("Updated memory:\n- The tool is proficient at reading the last lines of a stream.\n"
+              "2. Good at short contexts. Poor at needles hidden early in long texts.\n"
+              "* It is not good at multi-hop chains.\n- good at short contexts.\nBad at mrcr transcripts.")
+    assert parse_induction(answer, "t") == [
+        entry("proficient", "Proficient at reading the last lines of a stream.", "t"),
+        entry("good", "Good at short contexts.", "t"),
+        entry("weak", "Poor at needles hidden early in long texts.", "t"),
+        entry("bad", "Bad at mrcr transcripts.", "t")]
+    with pytest.raises(ValueError, match="no sentence"):
+        parse_induction("The tool is a context strategy. It reads text.", "t")
+    with pytest.raises(ValueError, match="runaway"):
+        parse_induction(" ".join(f"Good at case {i}." for i in range(40)), "t")
+
+
+def test_update_rule_adds_merges_and_removes_redundant():
+    """M <- (M \\ M_context) ∪ M_updated on a hand-made memory."""
+    mem = ToolMem()
+    a, b = entry("good", "Good at pi_llm streams."), entry("good", "Good at short pi_llm streams.")
+    c, d = entry("bad", "Bad at needles."), entry("weak", "Weak at mrcr.", tool="bm25-256")
+    for e in (a, b, c, d):
+        mem.store.add(e)
+    merged = entry("proficient", "Proficient at pi_llm streams of any length.")
+    new = entry("weak", "Weak at long needlebench.")
+    mem.apply([a, b, c], [merged, c, new])  # a and b merged, c kept, a new insight added
+    assert mem.store.entries == [d, merged, c, new]
+    mem.apply([merged, c], [merged])  # c redundant: removed; d (another tool, not in the context) untouched
+    assert mem.store.entries == [d, new, merged]
+
+
+def test_retrieval_per_category():
+    mem = ToolMem()
+    for i in range(8):
+        mem.store.add(entry("good", f"Good at topic{i} tasks."))
+        mem.store.add(entry("bad", f"Bad at topic{i} tasks."))
+    mem.store.add(entry("good", "Good at topic3 tasks.", tool="other"))
+    found = mem.retrieve("truncate-256", "topic3 topic5", 6)
+    assert [len(found[c]) for c in ("proficient", "good", "bad", "weak")] == [0, 6, 6, 0]
+    assert [e["text"] for e in found["good"][:2]] == ["Good at topic3 tasks.", "Good at topic5 tasks."]
+    assert all(e["tool"] == "truncate-256" for e in mem.recall("truncate-256", "topic3", 12))
+    assert len(mem.recall("truncate-256", "topic3", 12)) == 16
+
+
+def test_induction_retries_malformed_answers_then_reports(tmp_path):
+    """The update loop on given model answers: retrieved context in the prompt, a malformed answer asked again,
+    a tool whose answers stay malformed reported with its memory unchanged; saved and loaded whole."""
+    mem = ToolMem()
+    for i in range(8):
+        mem.store.add(entry("good", f"Good at pi_llm stream number{i}."))
+    exps = [e for e in generate_experiences(1, 0, "train") if e["tool"] in ("truncate-256", "bm25-256")]
+    answers = iter([
+        ["Good at pi_llm streams of updates.", "I cannot tell."],  # truncate: fine; bm25: malformed
+        ["Still nothing useful."],  # bm25's retry 1
+        ["no."],  # bm25's retry 2: given up
+    ])
+    prompts = []
+
+    def generate(batch, attempt):
+        prompts.append((attempt, batch))
+        return next(answers)
+
+    report = induce(mem, exps, generate, retries=2)
+    assert (report.updates, report.retries, [f["id"] for f in report.failed]) == (1, 2, [exps[1]["id"]])
+    assert report.failed[0]["answer"] == "no."
+    # the first prompt showed the top 6 of truncate's 8 good entries, which the answer replaced; bm25 had none
+    first = prompts[0][1]
+    assert sum(f"number{i}." in first[0] for i in range(8)) == 6 and "No entries yet." in first[1]
+    assert prompts[1:] == [(1, [first[1]]), (2, [first[1]])]  # a retry asks the same prompt again
+    assert len(mem.entries("truncate-256")) == 3 and mem.entries("bm25-256") == []
+    mem.save(tmp_path / "m.jsonl")
+    assert ToolMem.load(tmp_path / "m.jsonl").store.entries == mem.store.entries
+
+
+# ---- metrics ----
+
+def test_prediction_metrics_by_hand():
+    m = prediction_metrics([1, 3, None, 5], [2, 3, 4, 1])  # errors 1, 0, 4 (unparsed: worst), 4
+    assert (m["mae"], m["parsed"]) == (2.25, 3)
+    assert m["rmse"] == pytest.approx(math.sqrt(33 / 4))
+    assert m["pearson"] == pytest.approx(-0.5)  # parsed (1,2) (3,3) (5,1): cov -2 / sqrt(8 * 2)
+    assert m["mae_ci"][0] <= 2.25 <= m["mae_ci"][1]
+
+
+def test_selection_metrics_by_hand():
+    rows = [(1, 2, 1, 3), (3, 2, 1, 4), (2, 2, 5, 1), (4, 1, 5, 2), (1, 1, 3, 3), (None, 3, 2, 1)]
+    m = selection_metrics(*zip(*rows))
+    # D: 5 unequal pairs; P< 1, R< 2, TP< 1; P> 2, R> 3, TP> 1
+    assert m["n"] == 5 and m["f1_lt"] == pytest.approx(2 / 3) and m["f1_gt"] == pytest.approx(0.4)
+    assert m["accuracy"] == pytest.approx(0.4)
+
+
+def test_choice_metrics_by_hand():
+    tools = ["x", "y"]
+    rows = [{"tools": tools, "raw": [1.0, 0.0], "predicted": "x"},
+            {"tools": tools, "raw": [0.0, 0.5], "predicted": "x"},
+            {"tools": tools, "raw": [0.0, 1.0], "predicted": None}]
+    m = choice_metrics(rows)
+    assert (m["chosen"], m["oracle"]) == (pytest.approx(1 / 3), pytest.approx(2.5 / 3))
+    assert m["fixed"] == {"x": pytest.approx(1 / 3), "y": pytest.approx(0.5)}
+    assert m["choices"] == {"x": 2, "y": 0, None: 1}
+
+
+# ---- the family and the environment ----
+
+def test_family_records(tmp_path):
+    predict, select = generate("toolmem", 8, 0, kind="predict"), generate("toolmem", 8, 0, kind="select")
+    assert all(1 <= r["answer"] <= 5 for r in predict) and {r["answer"] for r in select} == {"A", "B"}
+    for r in select:
+        a, b = r["meta"]["experiences"]
+        assert a["task_id"] == b["task_id"] and a["score"] != b["score"]
+        assert r["answer"] == ("A" if a["score"] > b["score"] else "B")
+    r = predict[0]
+    assert family.score(r, f"Score: {r['answer']}") == 1.0 and family.score(r, "no idea") == 0.0
+    assert family.score(r, str(6 - r["answer"])) == 1 - abs(6 - 2 * r["answer"]) / 4
+    choose = generate("toolmem", 8, 0, kind="choose")
+    for r in choose:
+        raws = {e["tool"]: e["raw"] for e in r["meta"]["experiences"]}
+        assert set(raws) == set(TOOLS) and len(set(raws.values())) > 1 and raws[r["answer"]] == max(raws.values())
+        worst = min(raws, key=raws.get)
+        assert family.score(r, f"I pick {worst}, not {r['answer']}.") == raws[worst] and family.score(r, "A") == 0.0
+    write_jsonl(predict + select + choose, tmp_path / "t.jsonl")
+    assert load_tasks(str(tmp_path / "t.jsonl")) == predict + select + choose
+
+
+@pytest.fixture
+def memory_dir(tmp_path):
+    """A memory written by hand: truncate-256 good at pi_llm streams, weak at needlebench relations."""
+    mem = ToolMem()
+    mem.store.add(entry("good", "Good at a stream of updates where the last value of each key is asked."))
+    mem.store.add(entry("weak", "Weak at family relations and the eldest ancestor in a long text."))
+    mem.save(tmp_path / MEMORY_FILE)
+    write_jsonl(generate_experiences(4, 0, "train"), tmp_path / EXPERIENCES_FILE)
+    return tmp_path
+
+
+def test_env_modes_rewards_and_summary(memory_dir, fmt):
+    tasks = [r for r in generate("toolmem", 16, 0, kind="predict") if r["meta"]["experiences"][0]["tool"] ==
+             "truncate-256"] + generate("toolmem", 4, 0, kind="select") + generate("toolmem", 4, 0, kind="choose")
+    with pytest.raises(ValueError, match="needs `memory`"):
+        ToolMemEnv(tasks[0], params_of("toolmem", {"mode": "toolmem", "memory": str(memory_dir / "none")}))
+    generic = ToolMemEnv(tasks[0], params_of("toolmem", {"mode": "generic"}))
+    few = ToolMemEnv(tasks[0], params_of("toolmem", {"mode": "few-shot", "memory": str(memory_dir)}))
+    assert generic.render()[-1] == tasks[0]["messages"][-1]
+    shots = few.render()[-1]["content"].split("Task Prompt: ")[1:]  # the tool's 4 training experiences, best first
+    assert len(shots) == 4 and shots[0].startswith("[pi_llm task")
+    trajs = run_rollouts(tasks, ScriptedTeacher(tasks), fmt,
+                         make_env_factory("toolmem", {"mode": "toolmem", "memory": str(memory_dir)}),
+                         LoopConfig(max_tool_calls=0), progress=False)
+    by_family = {t.info["family"]: t for t in trajs if t.info["kind"] == "predict"}
+    # the teacher reads the memory shown: the pi_llm entry is the relevant one (4), the needlebench one (1)
+    assert by_family["pi_llm"].info["predicted"] == 4 and by_family["needlebench"].info["predicted"] == 1
+    assert "Good at a stream of updates" in by_family["pi_llm"].messages[1]["content"]
+    for t in trajs:
+        if t.info["kind"] == "predict":
+            assert t.reward == -abs(t.info["predicted"] - t.info["true"][0])
+        elif t.info["kind"] == "choose":  # the teacher names a tool; the reward is what that tool's answer scored
+            assert t.reward == t.score == t.info["raw"][t.info["tools"].index(t.info["predicted"])]
+        else:
+            assert t.reward == t.score == float(t.info["predicted"] == ("A" if t.info["true"][0] > t.info["true"][1]
+                                                                          else "B"))
+    summary = json.loads(json.dumps(ToolMemEnv.summarize(trajs, "toolmem")))
+    assert summary["prediction"]["n"] == 4 and summary["selection"]["n"] == 4 and summary["choice"]["n"] == 4
+    assert summary["prediction"]["mae"] == pytest.approx(
+        sum(-t.reward for t in trajs if t.info["kind"] == "predict") / 4)
+
+
+@pytest.mark.slow
+def test_induction_on_the_real_engine(tmp_path, fmt, vllm_engine):
+    """The paper's induction on the embedded model: every experience is applied or reported, what is stored is
+    valid, and the directory is what the env reads (its toolmem mode shows the stored entries)."""
+    from sculptor_rl.envs.toolmem import build_memory, load_memory
+
+    train = generate_experiences(1, 0, "train")
+    summary = build_memory(train, tmp_path, vllm_engine, fmt.tokenizer, retries=1, max_new_tokens=96)
+    assert summary["updates"] + len(summary["failed"]) == len(train)
+    assert summary["retries"] >= len(summary["failed"])
+    memory, experiences = load_memory(str(tmp_path))
+    assert [dict(e) for e in experiences] == train and len(memory.store) == summary["entries"]
+    assert json.loads((tmp_path / "induction.json").read_text())["entries"] == summary["entries"]
+    for tool in memory.tools():
+        task = next(r for r in generate("toolmem", 8, 0, kind="predict") if r["meta"]["experiences"][0]["tool"] == tool)
+        shown = ToolMemEnv(task, params_of("toolmem", {"mode": "toolmem", "memory": str(tmp_path)})).render()[-1]
+        assert all(e["text"] in shown["content"] for e in memory.recall(tool, task["meta"]["experiences"][0]["prompt"]))
