@@ -187,6 +187,25 @@ def test_babilong_from_a_datasets_directory_takes_the_task_from_each_split(tmp_p
     assert r["meta"]["bucket"] == "16k/qa2"
 
 
+def test_babilong_prompts_come_from_a_prompts_file_in_its_template(tmp_path):
+    """babilong/prompts.py's DEFAULT_TEMPLATE with the per-task parts a user gives (its DEFAULT_PROMPTS as JSON)."""
+    prompts = tmp_path / "prompts.json"
+    parts = {"instruction": "Find Mary.", "examples": "<example>\nJohn went home. Where is John?\nAnswer: home\n"
+                                                     "</example>", "post_prompt": "Answer: The most recent location…"}
+    prompts.write_text(json.dumps({"qa1": parts}, ensure_ascii=False), encoding="utf-8")
+    r = imported(tmp_path, "babilong", prompts=str(prompts))
+    row = rows()["babilong"]
+    assert r["messages"][0]["content"] == (f"Find Mary.\n{parts['examples']}\n{parts['post_prompt']}\n<context>\n"
+                                           f"{row['input']}\n</context>\nQuestion: Where is Mary?")
+    assert context_text(r) == row["input"] and tasks.score(r, "Mary is in the garden.") == 1.0
+    prompts.write_text(json.dumps({"qa2": parts}))
+    with pytest.raises(ValueError, match="no prompt for qa1"):
+        imported(tmp_path, "babilong", prompts=str(prompts))
+    prompts.write_text(json.dumps({"qa1": {"instructions": "x"}}))
+    with pytest.raises(ValueError, match="prompts must be one JSON object"):
+        imported(tmp_path, "babilong", prompts=str(prompts))
+
+
 def test_longbench_v2_fills_its_zero_shot_prompt(tmp_path):
     r = imported(tmp_path, "longbench_v2")
     text = r["messages"][0]["content"]
@@ -243,6 +262,9 @@ def test_pi_llm_scores_per_key_with_multi_word_keys_and_values(tmp_path):
     assert tasks.score(r, f"condiment: soy sauce\n{right}") == 1.0
     assert tasks.score(r, right.replace("Beirut", "beirut")) == pytest.approx(2 / 3)
     assert tasks.score(r, "<think>The current value of Asian place is Beirut.</think>I am not sure.") == 0.0
+    assert tasks.score(r, right.replace("habanero sauce", "**habanero** sau\\ce")) == 1.0  # asterisks, backslashes
+    # what the reference evaluator takes for an API error: a short reply with the word "error" in it
+    assert tasks.score(r, f"No error here. {right}") == 0.0 and tasks.score(r, f"{right} {'.' * 700} error") == 1.0
 
 
 def test_generated_pi_llm_reads_multi_word_values_whole():
@@ -260,6 +282,11 @@ def test_needlebench_reads_the_last_boxed_answer(tmp_path):
     assert tasks.score(r, "\\boxed{Jasmine}") == 0.0  # partial
     assert tasks.score(r, "The answer is Jasmine Lane.") == 0.0  # no box
     assert tasks.score(r, "\\boxed{Jasmine Lane") == 0.0  # unclosed
+    # opencompass's cleaning: double braces, \\text{}, \\[ \\], quotes and tildes; then stripped equality
+    for same in ("\\boxed{{Jasmine Lane}}", "\\[\\boxed{\\text{Jasmine Lane}}\\]", "\\boxed{'Jasmine~Lane~'}"):
+        assert tasks.score(r, same) == 1.0, same
+    assert tasks.score(r, "\\boxed{Jasmine Lane}, not \\boxed Paul") == 0.0  # the last \\boxed opens no brace
+    assert tasks.score(r, "\\boxed{jasmine lane}") == 0.0  # case counts
 
 
 def test_mrcr_is_the_sequence_ratio_behind_the_random_prefix(tmp_path):

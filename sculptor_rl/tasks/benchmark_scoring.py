@@ -47,52 +47,65 @@ def score_pi_llm(record: dict, response: str) -> float:
 
     Rule of the benchmark's evaluator (open-compass/opencompass,
     opencompass/openicl/icl_evaluator/pi_llm_evaluator.py, `grade_pi_response`; data giantfish-fly/pi-llm):
-    the answer form is `The current value of <key> is <value>.`, `<key>: <value>` lines are accepted too and
-    the verbal form wins over them; a value is right when it equals `answer_formatted[key]` after quotes,
-    brackets and asterisks are stripped (case-sensitive). The reference extractor reads keys and values of at
-    most two words; here each known key is looked up (`pi_llm.reported_value`), so keys and values of any
-    number of words are read whole.
+    an error reply scores 0 (empty, starting with "error", naming an "error code", or under 680 characters with
+    the word "error" in it); backslashes and asterisks are dropped; the answer form is
+    `The current value of <key> is <value>.`, `<key>: <value>` lines are accepted too and the verbal form wins
+    over them; a value is right when it equals `answer_formatted[key]` after quotes and brackets are stripped
+    (case-sensitive). Two differences, both lenient: the reference extractor reads keys and values of at most
+    two words, here each known key is looked up (`pi_llm.reported_value`), so keys and values of any number of
+    words are read whole; and a key written in another case still counts (the value's case does not).
     """
+    if _error_reply(response):
+        return 0.0
+    response = re.sub(r"\\(?!n)|\*", "", response)
     answer = record["answer"]
     right = sum(_squash(pi_llm.reported_value(response, key) or "") == _squash(value) for key, value in answer.items())
     return right / len(answer)
+
+
+def _error_reply(response: str) -> bool:
+    """What PI-LLM's evaluator takes for an API error rather than an answer (`extract_pieces_response_to_dict`)."""
+    return (not response or response.startswith(("error", "Error")) or "error code" in response.lower()
+            or (len(response) < 680 and re.search(r"\berror\b", response, re.IGNORECASE) is not None))
 
 
 def _squash(text: str) -> str:
     return " ".join(text.split())
 
 
-_BOXED = "\\boxed{"
-
-
 def last_boxed(text: str) -> str | None:
-    """The content of the last `\\boxed{...}` (nested braces kept), or None."""
-    start = text.rfind(_BOXED)
-    if start < 0:
+    """The content of the last `\\boxed{...}` (nested braces kept; `\\boxed{{x}}` gives x), or None when the last
+    `\\boxed` opens no brace or its brace is never closed (opencompass `extract_boxed_answer`)."""
+    start = text.rfind("\\boxed")
+    if start < 0 or not text.startswith("{", start + len("\\boxed")):
         return None
-    depth, i = 1, start + len(_BOXED)
+    depth, i = 0, start + len("\\boxed")
     for j in range(i, len(text)):
         depth += {"{": 1, "}": -1}.get(text[j], 0)
         if depth == 0:
-            return text[i:j]
-    return None  # unbalanced: no answer
+            inner = text[i + 1:j]
+            return inner[1:-1] if re.fullmatch(r"\{.*\}", inner, re.DOTALL) else inner
+    return None
+
+
+def clean_boxed(text: str) -> str:
+    """NeedleBench's cleaning of a boxed name: `\\text{}` and `\\boxed{}` unwrapped, `\\[`/`\\]` and backslashes
+    dropped, whitespace collapsed, quotes removed, tildes made spaces, stripped."""
+    text = re.sub(r"\\(?:text|boxed)\{([^}]+)\}", r"\1", text)
+    text = re.sub(r"\\[\[\]]", "", text).replace("\\", "")
+    text = re.sub(r"\s+", " ", text).strip().replace('"', "").replace("'", "")
+    return text.replace("~", " ").strip()
 
 
 def score_needlebench(record: dict, response: str) -> float:
     """NeedleBench v2 multi-needle reasoning: 1.0 if the last `\\boxed{}` holds exactly the eldest ancestor.
 
     Rule of open-compass/opencompass, opencompass/datasets/needlebench_v2/atc_elder_only.py
-    (`needlebench_atc_postprocess_v2`, `clean_atc_answer`, `NeedleBenchATCEvaluator`): the boxed text with
-    `\\text{}` unwrapped, backslashes, quotes and tildes removed and whitespace collapsed must equal the
-    answer (stripped, case-sensitive). No box: wrong.
+    (`needlebench_atc_postprocess_v2`: `extract_boxed_answer(..., strip_double_curly_brace=True)`, then
+    `clean_atc_answer`; `NeedleBenchATCEvaluator`: stripped, case-sensitive equality). No box: wrong.
     """
     boxed = last_boxed(response)
-    if boxed is None:
-        return 0.0
-    text = re.sub(r"\\text\{([^}]+)\}", r"\1", boxed)
-    text = re.sub(r"\s+", " ", text.replace("\\", "")).strip()
-    text = text.replace('"', "").replace("'", "").replace("~", " ")
-    return float(text == record["answer"].strip())
+    return float(boxed is not None and clean_boxed(boxed) == record["answer"].strip())
 
 
 def score_mrcr(record: dict, response: str) -> float:

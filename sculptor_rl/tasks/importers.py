@@ -33,8 +33,9 @@ __all__ = ["FORMATS", "import_benchmark", "read_rows"]
 
 def import_benchmark(fmt: str, source: str | Path, **options) -> list[dict]:
     """Records of benchmark `fmt` (one of `FORMATS`) from `source`. Options: `articles=FILE` (frames: the
-    Wikipedia texts, {"url", "text"} per JSONL line or one {url: text} JSON object), `task=qa1` and
-    `length=4k` (babilong, when neither a column nor the file or split name says them)."""
+    Wikipedia texts, {"url", "text"} per JSONL line or one {url: text} JSON object); babilong: `task=qa1` and
+    `length=4k` (when neither a column nor the file or split name says them) and `prompts=FILE` (its per-task
+    prompts)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown benchmark format {fmt!r} (known: {', '.join(FORMATS)})")
     convert, required, allowed = FORMATS[fmt]
@@ -43,6 +44,8 @@ def import_benchmark(fmt: str, source: str | Path, **options) -> list[dict]:
         raise ValueError(f"unknown {fmt} option {sorted(unknown)[0]!r} (known: {', '.join(allowed) or 'none'})")
     if fmt == "frames" and options.get("articles"):
         options["articles"] = _read_articles(options["articles"])
+    if fmt == "babilong" and options.get("prompts"):
+        options["prompts"] = _read_prompts(options["prompts"])
     records, first_seen = [], {}
     for number, (where, split, row) in enumerate(read_rows(source)):
         if not isinstance(row, dict):
@@ -231,14 +234,16 @@ def _mrcr(row: dict, rid: str, hints: dict) -> dict:
 
 BABILONG_INSTRUCTION = ("The context below hides a few facts among unrelated text. Answer the question at the end "
                         "using only those facts: give the answer in your first sentence.")
+_BABILONG_PARTS = ("instruction", "examples", "post_prompt")
 
 
 def _babilong(row: dict, rid: str, hints: dict) -> dict:
     """RMT-team/babilong (booydar/babilong): `input` (the facts in filler), `question`, `target`. The bAbI task
     (qa1...) comes from a `task` column, the split, the file name or the `task` option; the length bucket
-    (0k...128k) from a `length` column, the path or the `length` option. The prompt follows babilong/prompts.py
-    DEFAULT_TEMPLATE's layout (`<context>...</context>` then `Question:`) with a generic instruction: the
-    per-task few-shot prompts are not reproduced."""
+    (0k...128k) from a `length` column, the path or the `length` option. The prompt is babilong/prompts.py's
+    DEFAULT_TEMPLATE (`{instruction}\\n{examples}\\n{post_prompt}\\n<context>...</context>\\nQuestion: ...`), its
+    parts per task from the `prompts` option (a JSON file {"qa1": {"instruction", "examples", "post_prompt"}},
+    e.g. the repository's DEFAULT_PROMPTS), else a generic instruction of ours alone."""
     source = f"{hints['source']} {hints['split'] or ''}"
     qa = re.search(r"\bqa\d+", str(row.get("task") or hints.get("task") or hints["split"] or ""))
     qa = qa or re.search(r"(?<![a-z])qa\d+(?![0-9])", source)
@@ -249,13 +254,30 @@ def _babilong(row: dict, rid: str, hints: dict) -> dict:
     if not length:
         found = re.search(r"(?<![a-z0-9])(\d+k)(?![a-z0-9])", source, re.IGNORECASE)
         length = found.group(1) if found else length_bin(approx_tokens(row["input"]))
-    head = f"{BABILONG_INSTRUCTION}\n<context>\n"
-    text = f"{head}{row['input']}\n</context>\nQuestion: {row['question']}"
+    prompts = hints.get("prompts")
+    if prompts is not None and qa.group(0) not in prompts:
+        raise ValueError(f"{hints['where']}: the prompts file has no prompt for {qa.group(0)}")
+    parts = prompts[qa.group(0)] if prompts is not None else {"instruction": BABILONG_INSTRUCTION}
+    head = "".join(f"{parts.get(k, '')}\n" for k in _BABILONG_PARTS).lstrip() + "<context>\n"
+    text = f"{head}{row['input']}\n</context>\nQuestion: {row['question']}".rstrip()
     messages = [{"role": "user", "content": text}]
     spans = [(0, len(head), len(head) + len(row["input"]))]
     return _record("babilong", rid, messages, str(row["target"]).strip(), spans, str(row["question"]),
                    f"{length}/{qa.group(0)}", row, ("input", "question", "target", "task", "length"),
                    babilong_task=qa.group(0))
+
+
+def _read_prompts(path) -> dict[str, dict]:
+    """BABILong's per-task prompts: one JSON object {task: {"instruction", "examples", "post_prompt"}}."""
+    try:
+        prompts = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not a JSON file of prompts ({e})") from None
+    if not (isinstance(prompts, dict) and all(
+            isinstance(p, dict) and set(p) <= set(_BABILONG_PARTS) and all(isinstance(v, str) for v in p.values())
+            for p in prompts.values())):
+        raise ValueError(f"{path}: prompts must be one JSON object {{task: {{{', '.join(_BABILONG_PARTS)}: text}}}}")
+    return prompts
 
 
 # LongBench v2's zero-shot prompt (THUDM/LongBench, prompts/0shot.txt), filled as pred.py fills it.
@@ -345,7 +367,7 @@ FORMATS: dict[str, tuple[Callable[[dict, str, dict], dict], tuple[str, ...], tup
     "pi_llm": (_pi_llm, ("prompt", "answer_formatted"), ()),
     "needlebench": (_needlebench, ("prompt", "answer"), ()),
     "mrcr": (_mrcr, ("prompt", "answer", "random_string_to_prepend"), ()),
-    "babilong": (_babilong, ("input", "question", "target"), ("task", "length")),
+    "babilong": (_babilong, ("input", "question", "target"), ("task", "length", "prompts")),
     "longbench_v2": (_longbench_v2, _LONGBENCH_COLUMNS, ()),
     "frames": (_frames, ("Prompt", "Answer"), ("articles",)),
 }
