@@ -141,7 +141,7 @@ def test_pi_llm_keeps_the_prompt_and_finds_its_stream_line(tmp_path):
     assert context_text(r) == PI_STREAM.strip() and len(PI_STREAM) > 20_000  # one very long line
     assert r["answer"] == {"Asian place": "Beirut", "condiment": "habanero sauce", "café drink": "café crème"}
     assert r["meta"]["experiment"] == "exp_updates" and r["meta"]["n_updates"] == 800
-    assert r["meta"]["bucket"].startswith("800/") and "current value of each key" in r["meta"]["question"]
+    assert r["meta"]["bucket"] == "800 updates" and "current value of each key" in r["meta"]["question"]
     with_system = {**rows()["pi_llm"], "prompt": [{"role": "system", "content": "You track keys."},
                                                   {"role": "user", "content": PI_PROMPT}]}
     (r,) = import_benchmark("pi_llm", write(tmp_path / "sys.jsonl", [with_system]))
@@ -164,7 +164,10 @@ def test_mrcr_stays_a_chat_whose_earlier_turns_are_the_context(tmp_path):
     assert r["messages"] == MRCR_CHAT
     assert context_spans(r) == [(i, 0, len(m["content"])) for i, m in enumerate(MRCR_CHAT[:-1])]
     assert r["meta"]["random_string_to_prepend"] == "aYooSG8CQg" and r["meta"]["desired_msg_index"] == 5
-    assert r["meta"]["bucket"] == "<4k/2"
+    assert r["meta"]["bucket"] == "<1k/2"
+    from sculptor_rl.tasks.importers import _mrcr_bin
+
+    assert [_mrcr_bin(n) for n in (500, 1500, 4096, 8191, 200_000)] == ["<1k", "1k-2k", "4k-8k", "4k-8k", "128k-256k"]
 
 
 def test_babilong_from_a_datasets_directory_takes_the_task_from_each_split(tmp_path):
@@ -177,7 +180,8 @@ def test_babilong_from_a_datasets_directory_takes_the_task_from_each_split(tmp_p
                           "qa5": datasets.Dataset.from_list([qa5])}).save_to_disk(str(path))
     r1, r5 = import_benchmark("babilong", path)
     assert (r1["meta"]["babilong_task"], r5["meta"]["babilong_task"]) == ("qa1", "qa5")
-    assert r1["meta"]["bucket"] == "8k/qa1" and r1["id"] != r5["id"]
+    assert r1["meta"]["bucket"] == "8k/qa1" and (r1["id"], r5["id"]) == ("babilong-babilong_8k-qa1-00000",
+                                                                          "babilong-babilong_8k-qa5-00001")
     assert context_text(r1) == rows()["babilong"]["input"] and r1["messages"][0]["content"].endswith(
         "Question: Where is Mary?")
     with pytest.raises(ValueError, match="cannot tell the bAbI task"):
@@ -185,6 +189,8 @@ def test_babilong_from_a_datasets_directory_takes_the_task_from_each_split(tmp_p
     (r,) = import_benchmark("babilong", write(tmp_path / "plain.jsonl", [rows()["babilong"]]), task="qa2",
                             length="16k")
     assert r["meta"]["bucket"] == "16k/qa2"
+    (r,) = import_benchmark("babilong", write(tmp_path / "qa3_2.5k.jsonl", [rows()["babilong"]]))
+    assert r["meta"]["bucket"] == "2.5k/qa3"
 
 
 def test_babilong_prompts_come_from_a_prompts_file_in_its_template(tmp_path):
@@ -417,7 +423,7 @@ def test_eval_reports_imported_records_of_every_format_per_benchmark_and_length_
     assert table[0] == "| Task | Bucket | n | Ctx tokens | acm | full | truncate | bm25 |"
     assert len(table) == 2 + 2 * len(FORMATS)  # two buckets per benchmark
     assert {tuple(row.split(" | ")[:3]) for row in table[2:]} >= {
-        ("| PI-LLM", "800/1k", "1"), ("| PI-LLM", "400/1k", "1"), ("| LongBench v2", "long/hard", "1"),
+        ("| PI-LLM", "800 updates", "1"), ("| PI-LLM", "400 updates", "1"), ("| LongBench v2", "long/hard", "1"),
         ("| LongBench v2", "long/easy", "1"), ("| FRAMES", "1 docs", "1"), ("| FRAMES", "2 docs", "1")}
     assert all(row.endswith("| 100.0 [20.7, 100.0] | 100.0 [20.7, 100.0] | 100.0 [20.7, 100.0] | "
                             "100.0 [20.7, 100.0] |") for row in table[2:])  # 1 of 1 right: Wilson's interval

@@ -193,7 +193,7 @@ def markdown(results: dict) -> str:
              "4000 resamples, seed 0); Avg. is the mean of the families' accuracies."]
     if any(task != "memtool" for task in results["tasks"]):
         parts += ["## Accuracy per length bucket (%)", bucket_table(results),
-                  "Rows: task family (benchmark) and length bucket (its `meta.bucket`: PI-LLM updates/tokens, "
+                  "Rows: task family (benchmark) and length bucket (its `meta.bucket`: PI-LLM update count, "
                   "NeedleBench length/needles, MRCR token bin/needles, BABILong length/task, LongBench v2 "
                   "length/difficulty, FRAMES number of articles), in order of mean context tokens; n: tasks in the "
                   "bucket; columns: the runs. In brackets: the 95 % interval, as above."]

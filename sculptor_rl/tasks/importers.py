@@ -47,13 +47,15 @@ def import_benchmark(fmt: str, source: str | Path, **options) -> list[dict]:
     if fmt == "babilong" and options.get("prompts"):
         options["prompts"] = _read_prompts(options["prompts"])
     records, first_seen = [], {}
+    # ids the release does not give: from the file or directory name, so that files imported apart stay apart
+    name = Path(source).name if Path(source).is_dir() else Path(source).stem
     for number, (where, split, row) in enumerate(read_rows(source)):
         if not isinstance(row, dict):
             raise ValueError(f"{where}: a {fmt} record must be an object, got {type(row).__name__}")
         for column in required:
             if row.get(column) is None:
                 raise ValueError(f"{where}: missing column {column!r} (a {fmt} record has {', '.join(required)})")
-        default_id = f"{fmt}-{split + '-' if split else ''}{number:05d}"
+        default_id = f"{fmt}-{name}-{split + '-' if split else ''}{number:05d}"
         hints = {"where": where, "split": split, "source": str(source), **options}
         record = convert(row, str(row.get("_id") or row.get("id") or default_id), hints)
         if record["id"] in first_seen:
@@ -185,8 +187,9 @@ def _pi_llm(row: dict, rid: str, hints: dict) -> dict:
             end = pos + len(line.rstrip())
         pos += len(line) + 1
     spans, question = _last_user_span(messages, start, end)
-    tokens = length_bin(approx_tokens(text))
-    bucket = f"{row['n_updates']}/{tokens}" if row.get("n_updates") is not None else tokens
+    # the experiment's variable (OpenCompass weighs by it); the report shows each bucket's mean length beside it
+    n = row.get("n_updates")
+    bucket = f"{n} updates" if n is not None else length_bin(approx_tokens(text))
     return _record("pi_llm", rid, messages, answer, spans, question, bucket, row, ("prompt", "answer_formatted"),
                    system)
 
@@ -210,10 +213,10 @@ def _needlebench(row: dict, rid: str, hints: dict) -> dict:
 
 
 def _mrcr_bin(tokens: int) -> str:
-    """OpenAI MRCR's token bins: 4k-8k, 8k-16k, ... (below 4k: "<4k")."""
-    if tokens < 4096:
-        return "<4k"
-    low = 4096
+    """OpenAI MRCR's token bins, 4k-8k, 8k-16k, ..., continued below 4k (1k-2k, 2k-4k; "<1k")."""
+    if tokens < 1024:
+        return "<1k"
+    low = 1024
     while tokens >= 2 * low:
         low *= 2
     return f"{low // 1024}k-{2 * low // 1024}k"
@@ -252,7 +255,7 @@ def _babilong(row: dict, rid: str, hints: dict) -> dict:
                          f"the file or split after it, or pass task=qa1")
     length = row.get("length") or hints.get("length")
     if not length:
-        found = re.search(r"(?<![a-z0-9])(\d+k)(?![a-z0-9])", source, re.IGNORECASE)
+        found = re.search(r"(?<![a-z0-9.])(\d+(?:\.\d+)?k)(?![a-z0-9])", source, re.IGNORECASE)
         length = found.group(1) if found else length_bin(approx_tokens(row["input"]))
     prompts = hints.get("prompts")
     if prompts is not None and qa.group(0) not in prompts:
