@@ -1,23 +1,27 @@
 """Training throughput on Algorithm 1 samples: TRL's SFTTrainer, ours without and with shared prefixes.
 
     .venv/bin/python bench/train_throughput.py [--samples 8] [--budgets 3072 8192] [--groups 4 8 16]
+    .venv/bin/python bench/train_throughput.py --samples 0 --contexts 32768 --layers 2 --groups 4 8   # long prompts
 
-1. SFT on the quickstart's pi_llm samples (12 tasks, 3 keys x 32 updates, seed 0, scripted teacher, Algorithm 1;
-   the first `--samples` of them in file order, i.e. whole rollouts), the embedded model, bf16 autocast on CPU,
-   one epoch, AdamW, each variant from the same initial weights in this process:
+1. SFT on the quickstart's pi_llm samples (its `task_params` from configs/quickstart.yaml, seed 0, scripted
+   teacher, Algorithm 1; the first `--samples` of them in file order, i.e. whole rollouts), the embedded model,
+   bf16 autocast on CPU, one epoch, AdamW, each variant from the same initial weights in this process:
    (a) TRL `SFTTrainer` as a user configures it for these samples: the dataset's `input_ids` and
-       `assistant_masks` (TRL builds the labels from them), batch 1, bf16;
-   (b) ours (`MaskedSFTTrainer`: LM head only on trained positions), batch 1, `shared_prefix: false`;
+       `assistant_masks` (TRL builds the labels from them), batch 1, TRL's own defaults otherwise (bf16 and
+       gradient checkpointing on); (a') the same with gradient checkpointing off;
+   (b) ours (`MaskedSFTTrainer`: LM head only on trained positions, samples trimmed after their last trained
+       token), batch 1, `shared_prefix: false`;
    (c) ours with `shared_prefix: true` and `max_tokens_per_batch` each of `--budgets` (samples in prefix
        order); the first budget is the quickstart SFT config's.
-   Throughput counts the samples' own tokens (the same numerator for all three) over the wall time of
-   `trainer.train()`. Memory: peak RSS during `train()` minus RSS before it (psutil, sampled every 5 ms by a
-   thread; torch's CPU allocations are not seen by tracemalloc).
-2. RL-shaped batches: one GRPO group, G rollouts of `--completion` trained tokens after a shared prompt of C
-   tokens, forward + backward of the masked-LM loss, on a randomly initialised model of the embedded model's
-   shape with `--layers` layers (30 in the real one: attention at 8k+ tokens dominates and would not fit the
-   time). Plain: rows one at a time (micro-batches of one, memory of one row), the fastest of `--plain-rows`
-   rows times G (every row has the same length); shared: the whole group at once, fastest of `--repeats`.
+   Throughput counts the samples' own tokens (the same numerator for all: what TRL trains on) over the wall
+   time of `trainer.train()`. Memory: peak RSS during `train()` minus RSS before it (psutil, sampled every
+   5 ms by a thread; torch's CPU allocations are not seen by tracemalloc).
+2. RL-shaped batches: one GRPO group, G rollouts of `--completion` trained tokens (a rollout's first sample:
+   the group's prompt, then its first completion) after a shared prompt of C tokens, forward + backward of
+   the masked-LM loss, on a randomly initialised model of the embedded model's shape (`--layers` of its 30;
+   fewer only to reach 32k prompts in minutes). Plain: rows one at a time (micro-batches of one, memory of
+   one row), the fastest of `--plain-rows` rows times G (every row has the same length); shared: the whole
+   group at once, fastest of `--repeats`.
 
 The last line, for scripts: `shared-prefix vs TRL SFTTrainer: N.NNx` ((c) at the first budget over (a), tokens/s).
 """
@@ -34,6 +38,7 @@ from pathlib import Path
 
 import psutil
 import torch
+import yaml
 
 
 class PeakRSS:
@@ -67,8 +72,9 @@ def quickstart_samples(n: int):
     from sculptor_rl.samples import policy_samples
     from sculptor_rl.tasks import generate
 
+    quickstart = yaml.safe_load(Path(__file__).resolve().parents[1].joinpath("configs/quickstart.yaml").read_text())
     fmt = ChatFormat.from_pretrained(resolve_model(None))
-    tasks = generate("pi_llm", 12, 0, keys=3, updates=32)
+    tasks = generate(quickstart["task"], n, 0, **quickstart["task_params"])  # >= n samples: 2+ per rollout
     trajs = [t for t in rollout(tasks, RolloutConfig(engine="scripted"), fmt=fmt, progress=False) if t.reward >= 1]
     return policy_samples(trajs, fmt)[:n], fmt.tokenizer
 
@@ -87,11 +93,13 @@ def sft_variants(samples, tokenizer, budgets: list[int], out: Path) -> list[dict
     tokens = sum(len(s.input_ids) for s in samples)
     common = dict(output_dir=str(out / "run"), num_train_epochs=1, learning_rate=1e-5, bf16=True, use_cpu=True,
                   max_length=None, per_device_train_batch_size=1, gradient_accumulation_steps=1, save_strategy="no",
-                  report_to=[], logging_steps=1000, gradient_checkpointing=False, dataloader_num_workers=0, seed=0)
+                  report_to=[], logging_steps=1000, dataloader_num_workers=0, seed=0)
+    ours = dict(common, gradient_checkpointing=False)  # as configs/sft/quickstart_cpu.yaml
     variants = [("(a) TRL SFTTrainer", SFTTrainer, SFTConfig(**common)),
-                ("(b) ours, no sharing", MaskedSFTTrainer, SculptorSFTConfig(shared_prefix=False, **common))]
+                ("(a') TRL SFTTrainer, no checkpointing", SFTTrainer, SFTConfig(**common, gradient_checkpointing=False)),
+                ("(b) ours, no sharing", MaskedSFTTrainer, SculptorSFTConfig(shared_prefix=False, **ours))]
     variants += [(f"(c) ours, shared prefix, {b} tokens", MaskedSFTTrainer,
-                  SculptorSFTConfig(shared_prefix=True, max_tokens_per_batch=b, **common)) for b in budgets]
+                  SculptorSFTConfig(shared_prefix=True, max_tokens_per_batch=b, **ours)) for b in budgets]
     rows = []
     for name, cls, args in variants:
         model.load_state_dict(initial)
@@ -173,8 +181,8 @@ def main() -> None:
     ap.add_argument("--groups", type=int, nargs="*", default=[4, 8, 16])
     ap.add_argument("--contexts", type=int, nargs="*", default=[2048, 8192],
                     help="RL prompt lengths (32768: ~5 min per plain row on 2 cores)")
-    ap.add_argument("--completion", type=int, default=512, help="trained tokens per rollout")
-    ap.add_argument("--layers", type=int, default=2, help="layers of the random RL model (the embedded one: 30)")
+    ap.add_argument("--completion", type=int, default=256, help="trained tokens per rollout")
+    ap.add_argument("--layers", type=int, default=30, help="layers of the random RL model (the embedded one: 30)")
     ap.add_argument("--plain-rows", type=int, default=2, help="plain rows timed per RL cell (fastest x G)")
     ap.add_argument("--repeats", type=int, default=2, help="shared steps timed per RL cell (fastest)")
     args = ap.parse_args()
@@ -182,17 +190,21 @@ def main() -> None:
 
     rl = rl_cells(args.groups, args.contexts, args.completion, args.layers, args.plain_rows,
                   args.repeats) if args.groups else []
+    if rl:
+        print(f"\nRL-shaped: one group, {args.completion} trained tokens per rollout, random model of the embedded "
+              f"shape with {args.layers} layers, bf16; plain = fastest of {args.plain_rows} row(s) x G:\n{table(rl)}")
+    if not args.samples:
+        return
     samples, tokenizer = quickstart_samples(args.samples)
     print(f"{len(samples)} samples, {sum(len(s.input_ids) for s in samples)} tokens", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         sft = sft_variants(samples, tokenizer, args.budgets, Path(tmp))
     print(f"\nSFT, quickstart pi_llm samples ({len(samples)}), embedded model, bf16, torch threads "
           f"{torch.get_num_threads()}:\n{table(sft)}")
-    if rl:
-        print(f"\nRL-shaped: one group, {args.completion} trained tokens per rollout, random model of the embedded "
-              f"shape with {args.layers} layers, bf16; plain = fastest of {args.plain_rows} row(s) x G:\n{table(rl)}")
-    print(f"\nours (no sharing) vs TRL SFTTrainer: {sft[1]['tokens/s'] / sft[0]['tokens/s']:.2f}x")
-    print(f"shared-prefix vs TRL SFTTrainer: {sft[2]['tokens/s'] / sft[0]['tokens/s']:.2f}x")
+    trl, trl_no_ckpt, ours, shared = (row["tokens/s"] for row in sft[:4])
+    print(f"\nours (no sharing) vs TRL SFTTrainer: {ours / trl:.2f}x ({ours / trl_no_ckpt:.2f}x without checkpointing)")
+    print(f"shared-prefix vs TRL SFTTrainer without checkpointing: {shared / trl_no_ckpt:.2f}x")
+    print(f"shared-prefix vs TRL SFTTrainer: {shared / trl:.2f}x")
 
 
 if __name__ == "__main__":

@@ -17,14 +17,14 @@ reported bug in peer RL stacks, would fail here loudly instead of training on a 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from .jsonl import read_jsonl, write_jsonl
 from .trajectory import Trajectory, from_record
 
-__all__ = ["Sample", "DriftError", "build_samples", "write_samples", "read_samples"]
+__all__ = ["Sample", "DriftError", "build_samples", "trim", "write_samples", "read_samples"]
 
 
 class DriftError(AssertionError):
@@ -39,6 +39,14 @@ class Sample:
     completions: list[int]  # indices of the trained completions in the rollout
     logprobs: list[float] | None  # the engine's logprobs, aligned with input_ids (0.0 off the mask); RL's old logp
     reward: float = 0.0
+
+
+def trim(sample: Sample) -> Sample:
+    """The sample without the tokens after its last trained one (a tool result): under causal attention they
+    change no loss, and training needs not compute them."""
+    end = max((i for i, m in enumerate(sample.loss_mask) if m), default=len(sample.loss_mask) - 1) + 1
+    return replace(sample, input_ids=sample.input_ids[:end], loss_mask=sample.loss_mask[:end],
+                   logprobs=None if sample.logprobs is None else sample.logprobs[:end])
 
 
 def build_samples(traj: Trajectory, tool_ids=None) -> list[Sample]:

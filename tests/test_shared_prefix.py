@@ -106,6 +106,27 @@ def test_the_shared_tokens_are_forwarded_once():
     assert [(b.rows, b.start, b.end) for b in tree] == [([0, 1, 2, 3], 0, len(PROMPT))]
 
 
+def test_branches_attend_with_the_prefix_kernel_over_their_cached_ancestors(monkeypatch):
+    from transformers import AttentionInterface
+
+    calls = []
+    kernel = AttentionInterface._global_mapping[shared_prefix.PREFIX_ATTENTION]
+
+    def spy(module, query, key, value, *args, **kw):
+        calls.append((query.shape[2], key.shape[2]))
+        return kernel(module, query, key, value, *args, **kw)
+
+    monkeypatch.setitem(AttentionInterface._global_mapping, shared_prefix.PREFIX_ATTENTION, spy)
+    model, rows = tiny_model(), BATCHES["grpo group"]
+    ids, attention, labels = batch(rows)
+    token_logprobs(model, ids, attention, labels, min_shared=1)
+    # per layer (2): the prompt over itself, then each branch over its ancestors' keys and its own
+    p = len(PROMPT)
+    assert calls == [(n, past + n) for n, past in
+                     ((p, 0), (12, p), (20, p), (5, p), (9, p + 5), (14, p + 5)) for _ in range(2)]
+    assert model.config._attn_implementation == "sdpa"  # restored for the plain forward
+
+
 def test_lora_gradients_equal():
     from peft import LoraConfig, get_peft_model
 

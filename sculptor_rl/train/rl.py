@@ -65,7 +65,7 @@ from ..engines import SamplingConfig, make_engine
 from ..envs import RewardConfig, make_env_factory
 from ..metrics import summarize
 from ..models import resolve_model
-from ..samples import Sample, build_samples
+from ..samples import Sample, build_samples, trim
 from ..tasks import load_tasks
 from ..trajectory import write_trajectories
 from .curves import CurvesCallback
@@ -95,13 +95,6 @@ def group_advantages(rewards: torch.Tensor, num_generations: int, std: str | flo
     if std == "group":
         std = grouped.std(dim=1).repeat_interleave(num_generations)
     return centered / (std + 1e-4)
-
-
-def trim(sample: Sample) -> Sample:
-    """Drop the tokens after the last trained one: they change no loss (causal attention)."""
-    end = max(i for i, m in enumerate(sample.loss_mask) if m) + 1
-    return replace(sample, input_ids=sample.input_ids[:end], loss_mask=sample.loss_mask[:end],
-                   logprobs=None if sample.logprobs is None else sample.logprobs[:end])
 
 
 def split_balanced(lengths: list[int], parts: int) -> list[list[int]]:

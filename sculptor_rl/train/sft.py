@@ -24,7 +24,7 @@ from trl import SFTConfig, SFTTrainer
 
 from ..config import parse_command
 from ..models import resolve_model
-from ..samples import read_samples
+from ..samples import read_samples, trim
 from .curves import CurvesCallback
 from .lora import LoraSettings, peft_config
 from .shared_prefix import BatchSettings, pack, token_logprobs
@@ -93,11 +93,11 @@ class MaskedSFTTrainer(SFTTrainer):
 
 
 def load_sample_dataset(path: str, max_length: int | None):
-    """Samples → a `datasets.Dataset` with `input_ids` and `assistant_masks`; over-long ones are dropped
-    (truncating would cut the trained completions, which come last)."""
+    """Samples → a `datasets.Dataset` with `input_ids` and `assistant_masks`, each trimmed after its last trained
+    token (`samples.trim`); over-long ones are dropped (truncating would cut the trained completions)."""
     from datasets import Dataset
 
-    rows = [{"input_ids": s.input_ids, "assistant_masks": s.loss_mask} for s in read_samples(path)]
+    rows = [{"input_ids": s.input_ids, "assistant_masks": s.loss_mask} for s in map(trim, read_samples(path))]
     if not rows:
         raise ValueError(f"{path} holds no samples")
     kept = [r for r in rows if max_length is None or len(r["input_ids"]) <= max_length]

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from transformers import DynamicCache
+from transformers import AttentionInterface, DynamicCache, PretrainedConfig
 
 from .masked_lm import kept_positions, masked_token_logprobs
 
@@ -102,6 +102,71 @@ def _common_end(ids, lengths, rows, start) -> int:
     return start + int(differ[0]) if len(differ) else end
 
 
+class _PrefixCausal(torch.autograd.Function):
+    """Attention of a branch's L queries over S keys: the first S - L (its ancestors', cached) all visible, its own
+    L causal. SDPA with a mask would compute all L x S scores (the CPU flash kernel skips blocks only for
+    `is_causal`, which aligns top-left) and HF would build that mask in every forward; instead two flash calls,
+    unmasked and causal, merged by their log-sum-exp. The backward runs the flash backward of each part with the
+    MERGED output and log-sum-exp, which gives each part's exact share of the gradients (as ring attention does)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, scale):
+        flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+        past = k.shape[2] - q.shape[2]
+        if past:
+            o1, lse1 = flash(q, k[:, :, :past], v[:, :, :past], 0.0, False, scale=scale)
+            o2, lse2 = flash(q, k[:, :, past:], v[:, :, past:], 0.0, True, scale=scale)
+            lse = torch.logaddexp(lse1, lse2)
+            out = (torch.exp(lse1 - lse)[..., None] * o1 + torch.exp(lse2 - lse)[..., None] * o2).to(q.dtype)
+        else:
+            out, lse = flash(q, k, v, 0.0, True, scale=scale)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.scale, ctx.past = scale, past
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
+        q, k, v, out, lse = ctx.saved_tensors
+        past = ctx.past
+        if not past:
+            return *backward(grad, q, k, v, out, lse, 0.0, True, scale=ctx.scale), None
+        dq1, dk1, dv1 = backward(grad, q, k[:, :, :past], v[:, :, :past], out, lse, 0.0, False, scale=ctx.scale)
+        dq2, dk2, dv2 = backward(grad, q, k[:, :, past:], v[:, :, past:], out, lse, 0.0, True, scale=ctx.scale)
+        return dq1 + dq2, torch.cat([dk1, dk2], 2), torch.cat([dv1, dv2], 2), None
+
+
+def prefix_causal_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """HF attention function (`AttentionInterface`) for one branch of a prefix tree: batch 1, no padding, keys =
+    the cached ancestors' then its own. Registered as PREFIX_ATTENTION; no mask function is registered under
+    that name, so HF builds no mask."""
+    out = _PrefixCausal.apply(query, key, value, scaling)  # the flash kernel takes GQA's fewer key/value heads
+    return out.transpose(1, 2).contiguous(), None
+
+
+PREFIX_ATTENTION = "sculptor_prefix_causal"
+AttentionInterface.register(PREFIX_ATTENTION, prefix_causal_attention)
+
+
+@contextmanager
+def _prefix_attention(model, device: torch.device):
+    """Branches attend with `prefix_causal_attention` where it applies (SDPA models on CPU); elsewhere with the
+    model's own implementation and HF's mask (same result, every masked score computed)."""
+    configs = [m.config for m in model.modules() if isinstance(getattr(m, "config", None), PretrainedConfig)]
+    configs = list({id(c): c for c in configs}.values())
+    swap = device.type == "cpu" and all(c._attn_implementation == "sdpa" and not (
+        model.training and getattr(c, "attention_dropout", 0.0)) for c in configs)  # it has no dropout
+    if swap:
+        for c in configs:
+            c._attn_implementation = PREFIX_ATTENTION
+    try:
+        yield
+    finally:
+        if swap:
+            for c in configs:
+                c._attn_implementation = "sdpa"
+
+
 def fallback_reason(model) -> str | None:
     """Why `model` cannot share prefixes (None: it can)."""
     base = model
@@ -154,7 +219,7 @@ def token_logprobs(model, input_ids, attention_mask, labels, temperature: float 
             _logged.add(reason)
             log.warning("shared prefix off, plain forward: %s", reason)
         return masked_token_logprobs(model, input_ids, attention_mask, labels, temperature, entropy)
-    with _no_checkpointing(model):
+    with _no_checkpointing(model), _prefix_attention(model, input_ids.device):
         return _shared_logprobs(model, input_ids, lengths.tolist(), labels, temperature, entropy, min_shared)
 
 
