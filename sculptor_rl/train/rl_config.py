@@ -12,6 +12,7 @@ from trl import GRPOConfig
 
 from ..agent.loop import LoopConfig
 from ..envs import RewardConfig, params_of
+from ..models import train_bf16
 from .lora import LoraSettings
 from .loss import IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, LOSS_WEIGHTINGS
 from .shared_prefix import BatchSettings
@@ -73,6 +74,7 @@ class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LoraSettings, Bat
             if getattr(self, trls) not in (default, getattr(self, ours)):
                 raise ValueError(f"set {ours} (the name rl, eval and serve share), not TRL's {trls}")
             setattr(self, trls, getattr(self, ours))
+        self.bf16 = train_bf16(self.bf16)
         super().__post_init__()
 
 

@@ -23,7 +23,7 @@ import torch
 from trl import SFTConfig, SFTTrainer
 
 from ..config import parse_command
-from ..models import resolve_model
+from ..models import resolve_model, train_bf16
 from ..samples import read_samples, trim
 from .curves import CurvesCallback
 from .lora import LoraSettings, peft_config
@@ -44,6 +44,7 @@ class SculptorSFTConfig(SFTConfig, LoraSettings, BatchSettings):
     def __post_init__(self):
         if self.max_tokens_per_batch is not None and self.max_tokens_per_batch < 1:
             raise ValueError("max_tokens_per_batch must be positive (or unset)")
+        self.bf16 = train_bf16(self.bf16)
         super().__post_init__()
 
 
