@@ -9,12 +9,18 @@ when other processes (another engine, a trainer) already hold part of it. So on 
 bytes from what the engine needs (`kv_cache_memory_bytes`, vLLM's own setting): given explicitly, or enough for
 `DEFAULT_KV_TOKENS` tokens (at least one `max_model_len` sequence), shrunk to the memory actually free. An
 engine that cannot fit fails before it starts, in one line with the numbers and what to set.
+
+Cores on CPU: vLLM keeps one core per worker for its scheduler process (`VLLM_CPU_NUM_OF_RESERVED_CPU`). On a
+machine of few cores that is a large share of the compute; up to `SMALL_CPU_CORES` cores the engine reserves
+none unless the variable is set. Measured on 2 cores (fp32, eager, the embedded model): 16 prompts of 1.5k tokens
++ 64 new, 161.5 s with the reserved core vs 97.9 s without.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 from ..models import bf16_is_fast
@@ -24,6 +30,7 @@ log = logging.getLogger(__name__)
 
 GiB = 1 << 30
 DEFAULT_KV_TOKENS = 32768  # KV cache of a CPU engine by default: e.g. 16 rollouts of 2k tokens at once
+SMALL_CPU_CORES = 4  # up to this many cores a CPU engine reserves none for its scheduler (module docstring)
 ENGINE_OVERHEAD = GiB  # an engine beside weights and KV cache (torch, vLLM, activations): ~1.2 GiB measured, eager less
 
 
@@ -118,6 +125,8 @@ class VLLMEngine:
         if not torch.cuda.is_available():  # see the module docstring: bytes, not a share of the machine
             if kwargs.pop("gpu_memory_utilization", None) is not None:
                 log.info("vLLM on CPU: gpu_memory_utilization is not used; the KV cache is sized in bytes")
+            if (os.cpu_count() or 1) <= SMALL_CPU_CORES:
+                os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
             kwargs["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(model, max_model_len,
                                                                  kwargs.get("kv_cache_memory_bytes"),
                                                                  dtype=kwargs["dtype"])
