@@ -330,6 +330,9 @@ def test_frames_normalized_match_and_the_judge_verdict(tmp_path):
     assert tasks.score(r, "It was finished in 1889.\nAnswer: the Eiffel tower!") == 1.0
     assert tasks.score(r, "Answer: Eiffel") == 0.0  # partial
     assert tasks.score(r, "Answer: The Louvre") == 0.0
+    # the answer line the prompt asks for: the articles repeated back, or the gold after it, earn nothing
+    assert tasks.score(r, "The Eiffel Tower is a wrought-iron lattice tower in Paris, finished in 1889. " * 3) == 0.0
+    assert tasks.score(r, "Answer: The Louvre\nThe Eiffel Tower is in Paris.") == 0.0
     assert bs.judge_verdict("TRUE") == 1.0 and bs.judge_verdict("Reasoning... FALSE") == 0.0
     assert bs.judge_verdict("It is true that ... final: FALSE") == 0.0 and bs.judge_verdict("maybe") == 0.0
 

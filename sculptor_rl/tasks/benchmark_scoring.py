@@ -12,7 +12,7 @@ import string
 from difflib import SequenceMatcher
 
 from . import pi_llm
-from .common import answer_text, drop_reasoning
+from .common import LABEL, answer_text, drop_reasoning
 
 BENCHMARKS = ("pi_llm", "needlebench", "mrcr", "babilong", "longbench_v2", "frames")
 
@@ -178,13 +178,17 @@ def normalize_answer(text: str) -> str:
 
 def score_frames(record: dict, response: str) -> float:
     """FRAMES by normalized match: 1.0 if the normalized gold answer occurs, as whole words, in the normalized
-    answer text (after the last `Answer:` label, else the whole response).
+    answer line: the first line after the last `Answer:` label, which the imported prompt asks for. A response
+    without the label scores 0, as NeedleBench's without `\\boxed{}`: otherwise a model that repeats the
+    articles back would be credited with every answer they contain (seen with the embedded model).
 
     FRAMES (google/frames-benchmark; Krishna et al. 2025) reports accuracy judged by an LLM against the gold
     `Answer`; this offline rule is the strict, reproducible stand-in, and `frames_judge` gives the judged
     accuracy the Sculptor paper reports.
     """
-    gold, got = normalize_answer(record["answer"]), normalize_answer(answer_text(response, multiline=True))
+    if not LABEL.search(drop_reasoning(response)):
+        return 0.0
+    gold, got = normalize_answer(record["answer"]), normalize_answer(answer_text(response))
     return float(bool(gold) and f" {gold} " in f" {got} ")
 
 

@@ -150,7 +150,7 @@ def weave(rng: random.Random, needles: list[str], context_tokens: int, shuffle: 
 # ---- answer extraction: tolerant about the surroundings, exact about the value ----
 
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
-_LABEL = re.compile(r"\banswer\b\s*(?:is\s*)?:", re.IGNORECASE)
+LABEL = re.compile(r"\banswer\b\s*(?:is\s*)?:", re.IGNORECASE)
 _WRAPPERS = " \t\n\"'`*_.,;:!?()[]"
 
 
@@ -166,7 +166,7 @@ def answer_text(response: str, multiline: bool = False) -> str:
     or its first non-empty line; without a label: the whole text (`multiline`) or its last non-empty line.
     """
     text = drop_reasoning(response)
-    labels = list(_LABEL.finditer(text))
+    labels = list(LABEL.finditer(text))
     text = text[labels[-1].end():] if labels else text
     if not multiline:
         lines = [line for line in text.splitlines() if line.strip()]
