@@ -125,7 +125,9 @@ class VLLMEngine:
         if not torch.cuda.is_available():  # see the module docstring: bytes, not a share of the machine
             if kwargs.pop("gpu_memory_utilization", None) is not None:
                 log.info("vLLM on CPU: gpu_memory_utilization is not used; the KV cache is sized in bytes")
-            if (os.cpu_count() or 1) <= SMALL_CPU_CORES:
+            # the cores this process may use (a container's share, not the host's); macOS has no affinity call
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+            if cores <= SMALL_CPU_CORES:
                 os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
             kwargs["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(model, max_model_len,
                                                                  kwargs.get("kv_cache_memory_bytes"),
