@@ -39,3 +39,17 @@ def test_trainers_keep_bf16_only_where_it_is_native(monkeypatch, caplog, tmp_pat
         cfg = config(tmp_path)
     assert cfg.bf16 is native
     assert ("bf16 off" in caplog.text) is not native
+
+
+@pytest.mark.parametrize("cores, preset, expected", [(2, None, "0"), (4, None, "0"), (8, None, None), (2, "1", "1")])
+def test_small_cpus_keep_no_core_for_the_vllm_scheduler_unless_told(monkeypatch, cores, preset, expected):
+    import os
+
+    from sculptor_rl.engines.vllm_engine import reserve_no_scheduler_core_on_small_cpus
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
+    monkeypatch.delenv("VLLM_CPU_NUM_OF_RESERVED_CPU", raising=False)
+    if preset is not None:
+        monkeypatch.setenv("VLLM_CPU_NUM_OF_RESERVED_CPU", preset)
+    reserve_no_scheduler_core_on_small_cpus()
+    assert os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU") == expected

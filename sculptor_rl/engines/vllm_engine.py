@@ -44,6 +44,14 @@ def default_device_settings() -> dict:
     return {"dtype": "bfloat16" if bf16_is_fast() else "float32"}
 
 
+def reserve_no_scheduler_core_on_small_cpus() -> None:
+    """`VLLM_CPU_NUM_OF_RESERVED_CPU=0` where this process may use at most `SMALL_CPU_CORES` cores (a container's
+    share, not the host's; macOS has no affinity call), unless the user set it (module docstring)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if cores <= SMALL_CPU_CORES:
+        os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+
+
 def _model_config(model: str) -> dict:
     """config.json of a local checkpoint (a Hub id: through transformers, which may download it)."""
     path = Path(model) / "config.json"
@@ -125,10 +133,7 @@ class VLLMEngine:
         if not torch.cuda.is_available():  # see the module docstring: bytes, not a share of the machine
             if kwargs.pop("gpu_memory_utilization", None) is not None:
                 log.info("vLLM on CPU: gpu_memory_utilization is not used; the KV cache is sized in bytes")
-            # the cores this process may use (a container's share, not the host's); macOS has no affinity call
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-            if cores <= SMALL_CPU_CORES:
-                os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+            reserve_no_scheduler_core_on_small_cpus()
             kwargs["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(model, max_model_len,
                                                                  kwargs.get("kv_cache_memory_bytes"),
                                                                  dtype=kwargs["dtype"])
