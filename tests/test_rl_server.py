@@ -18,7 +18,7 @@ import requests
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
 from sculptor_rl.engines import SamplingConfig
 from sculptor_rl.engines.trl_server import TRLServerEngine
-from sculptor_rl.engines.vllm_engine import default_device_settings
+from sculptor_rl.engines.vllm_engine import default_device_settings, reserve_no_scheduler_core_on_small_cpus
 from sculptor_rl.envs import make_env_factory
 from sculptor_rl.samples import build_samples
 from sculptor_rl.tasks import generate
@@ -36,6 +36,7 @@ def server(model_path, tmp_path_factory):
 
     port = free_port()
     log_path = tmp_path_factory.mktemp("server") / "server.log"
+    reserve_no_scheduler_core_on_small_cpus()  # the server inherits it, as VLLMEngine's engine core does
     proc = subprocess.Popen(
         [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path, "--host", "127.0.0.1",
          "--port", str(port), "--dtype", default_device_settings()["dtype"], "--kv-cache-memory-bytes", str(256 << 20),
