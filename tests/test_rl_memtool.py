@@ -75,7 +75,8 @@ def test_two_rl_steps_on_memtool_sessions(model_path, tmp_path):
     cfg = SculptorGRPOConfig(
         model=model_path, tasks=str(tmp_path / "tasks.jsonl"), output_dir=str(tmp_path / "rl"),
         environment="memtool-coin", environment_params={"mode": "autonomous", "loaded_tools_penalty": 0.01},
-        engine="hf", max_steps=2, num_generations=2, per_device_train_batch_size=1, gradient_accumulation_steps=2,
+        engine="hf", max_steps=2, num_generations=2, per_device_train_batch_size=2, gradient_accumulation_steps=1,
+        gradient_checkpointing=False,  # a group per micro-batch, its shared prompt computed once
         max_new_tokens=24,
         max_tool_calls=4, max_context_tokens=2048, learning_rate=1e-4, lr_scheduler_type="constant", bf16=False,
         report_to="none", save_strategy="no", use_cpu=True, save_rollouts=True, seed=1)

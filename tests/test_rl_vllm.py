@@ -43,8 +43,10 @@ def test_two_steps_move_the_trainer_and_the_engine(vllm_engine, model_path, fmt,
     write_jsonl(tasks, tmp_path / "tasks.jsonl")
     cfg = SculptorGRPOConfig(
         model=model_path, tasks=str(tmp_path / "tasks.jsonl"), output_dir=str(tmp_path / "rl"), max_steps=2,
-        environment="acm-mentions-key", num_generations=4, per_device_train_batch_size=2,
-        gradient_accumulation_steps=2, max_new_tokens=24,
+        environment="acm-mentions-key", num_generations=4,
+        # as the quickstart: a group per micro-batch, no checkpointing, so its shared prompt is computed once
+        per_device_train_batch_size=4, gradient_accumulation_steps=1, gradient_checkpointing=False,
+        max_new_tokens=24,
         max_tool_calls=2, max_context_tokens=4096, learning_rate=2e-4, lr_scheduler_type="constant", bf16=False,
         report_to="none", save_strategy="no", use_cpu=True, save_rollouts=True, seed=1)
     trainer = build_trainer(cfg, engine=vllm_engine)

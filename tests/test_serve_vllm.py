@@ -171,9 +171,9 @@ def test_auth_refused_and_malformed_bodies_rejected(server):
 
 
 def test_load_32_concurrent_requests_without_cross_talk(client, fmt, app):
-    """32 requests at once, each with its own ~400+8i-token log and code word: every response belongs to its
+    """32 requests at once, each with its own ~200+8i-token log and code word: every response belongs to its
     request, they shared engine calls, and the server answers afterwards."""
-    stats, problems, _ = load_bench().load(client, fmt, requests=32, concurrency=32, context_tokens=400, max_tokens=24,
+    stats, problems, _ = load_bench().load(client, fmt, requests=32, concurrency=32, context_tokens=200, max_tokens=24,
                                         seed=1, batcher=app.state.batcher)
     print("\nload:", json.dumps(stats))
     assert problems == []
