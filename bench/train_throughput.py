@@ -108,6 +108,8 @@ def sft_variants(samples, tokenizer, budgets: list[int], out: Path) -> list[dict
     rows = []
     for name, cls, args in variants:
         model.load_state_dict(initial)
+        # the Trainer turns checkpointing on for (a) but never off: each variant starts without it
+        model.gradient_checkpointing_disable()
         trainer = cls(model=model, args=args, train_dataset=load_sample_dataset(str(out / "samples.jsonl"), None),
                       processing_class=tokenizer)
         steps = len(trainer.get_train_dataloader())
