@@ -6,7 +6,8 @@ policy's own `generate`, seeded per rank; under ZeRO-3 its shards are gathered f
 also the per-rank script: it trains through the trainers' `build_trainer` and writes what the rank saw (its
 rows, digests of the full weights before and after) so the tests check the sharding themselves. Without a GPU,
 accelerate reports one process per rank under DeepSpeed (every rank would train on the same rows) unless
-`ddp_backend: gloo` is set, as here.
+`ddp_backend: gloo` is set, as here. Under ZeRO-2 the shared-prefix forward (rows of a micro-batch computing a
+common prefix once) gives the plain forward's loss and full gradients.
 """
 
 import json
@@ -99,7 +100,102 @@ def test_two_ranks_complete_an_rl_step(model_path, tmp_path):
     assert any(r["grad_norm"] > 0 for r in ranks)
 
 
-if __name__ == "__main__":  # one rank of the tests above, under accelerate launch: `sft|rl` then trainer flags
+@pytest.mark.slow
+def test_zero2_shared_prefix_gives_the_plain_step_gradients(fmt, tmp_path):
+    """One SFT step (2 micro-batches of 2 rows per rank) with `shared_prefix` on, and one from the same weights
+    with it off: each rank's loss and every parameter's full gradient (read after the step's last
+    `engine.backward`, before `engine.step`) agree to fp32 tolerance. The rows share a 267-token system turn, and
+    each micro-batch computes it once: 3 model forwards (prefix, then each row's rest) against 1, all inside one
+    call of the DeepSpeed engine."""
+    from sculptor_rl.samples import Sample, write_samples
+
+    system = " ".join(f"Rule {i}: read the file before you answer, and quote the line you used." for i in range(1, 15))
+    samples = []
+    for k in range(8):
+        head = fmt.head_ids([{"role": "system", "content": system},
+                             {"role": "user", "content": f"Question {k}: what does line {k} say?"}], None)
+        completion = fmt.completion_ids(f"Line {k} says:" + " read the file" * (k + 1))
+        samples.append(Sample(f"r{k}/0", head + completion, [0] * len(head) + [1] * len(completion), [0], None, 1.0))
+    assert len(os.path.commonprefix([s.input_ids for s in samples])) >= 200
+    write_samples(samples, tmp_path / "samples.jsonl")
+    out = tmp_path / "grads"
+    launch("zero2", "grads", ["--samples", str(tmp_path / "samples.jsonl"), "--output_dir", str(out),
+                              "--save_strategy", "no", "--seed", "5", *COMMON, "--per_device_train_batch_size", "2",
+                              "--gradient_accumulation_steps", "2", "--max_steps", "1",
+                              "--gradient_checkpointing", "false"],  # on, the layers would drop the shared cache
+           29538)
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    for r in ranks:
+        shared, plain = r["shared"], r["plain"]
+        assert r["world"] == 2 and shared["rows"] == plain["rows"] and len(shared["rows"]) == 4
+        assert shared["fallback"] is None and shared["forwards"] == [3, 3] and plain["forwards"] == [1, 1]
+        # and one engine call per micro-batch either way: DeepSpeed's per-call bookkeeping runs once
+        assert shared["engine_calls"] == plain["engine_calls"] == [1, 1]
+        assert abs(shared["loss"] - plain["loss"]) <= 1e-5 * abs(plain["loss"])
+        # per parameter: max |shared - plain| / max |plain|
+        assert r["n_params"] > 0 and r["worst"][1] <= 1e-4, r["worst"]
+    assert not set(map(tuple, ranks[0]["shared"]["rows"])) & set(map(tuple, ranks[1]["shared"]["rows"]))
+
+
+def shared_prefix_rank(argv: list[str]) -> None:
+    """One rank of the gradient test: a fresh trainer per pass (shared_prefix on, then off), each one step.
+    Around the trainer's own compute_loss it records the rows, the model forwards (embedding calls) and engine
+    calls per micro-batch, and after the step's last `engine.backward` (the accumulation boundary) the full
+    gradients (`safe_get_full_grad`, a collective under ZeRO). The step itself then runs as usual."""
+    import gc
+
+    import torch.distributed as dist
+    from deepspeed.utils import safe_get_full_grad
+    from trl import TrlParser
+
+    from sculptor_rl.train.sft import SculptorSFTConfig, build_trainer
+    from sculptor_rl.train.shared_prefix import fallback_reason
+
+    passes, grads = {}, {}
+    for name in ("shared", "plain"):
+        flag = ["--shared_prefix", "true" if name == "shared" else "false"]
+        (cfg,) = TrlParser((SculptorSFTConfig,)).parse_args_and_config([*argv, *flag])
+        trainer = build_trainer(cfg)
+        seen = passes[name] = {"rows": [], "forwards": [], "engine_calls": [], "loss": 0.0, "fallback": None}
+        compute_loss, hooked = trainer.compute_loss, []
+
+        def recorded(engine, inputs, *args, seen=seen, compute_loss=compute_loss, hooked=hooked, name=name, **kw):
+            if not hooked:  # the engine exists once training starts
+                for module, key in ((engine.module.get_input_embeddings(), "forwards"), (engine, "engine_calls")):
+                    hooked.append(module.register_forward_pre_hook(
+                        lambda *_, key=key: seen[key].__setitem__(-1, seen[key][-1] + 1)))
+                backward = engine.backward
+
+                def captured(loss, *a, **k):
+                    result = backward(loss, *a, **k)
+                    seen["loss"] += loss.item()
+                    if engine.is_gradient_accumulation_boundary():
+                        grads[name] = {n: safe_get_full_grad(p).detach().clone()
+                                       for n, p in engine.module.named_parameters()}
+                    return result
+
+                engine.backward = captured
+            seen["fallback"] = seen["fallback"] or fallback_reason(engine)
+            seen["rows"] += inputs["input_ids"].tolist()
+            seen["forwards"].append(0)
+            seen["engine_calls"].append(0)
+            return compute_loss(engine, inputs, *args, **kw)
+
+        trainer.compute_loss = recorded
+        trainer.train()
+        del trainer, recorded
+        gc.collect()
+    rel = {n: ((g - grads["plain"][n]).abs().max() / grads["plain"][n].abs().max().clamp(min=1e-30)).item()
+           for n, g in grads["shared"].items()}
+    worst = max(rel.items(), key=lambda kv: kv[1])
+    Path(argv[argv.index("--output_dir") + 1], f"rank{dist.get_rank()}.json").write_text(json.dumps({
+        "world": dist.get_world_size(), "shared": passes["shared"], "plain": passes["plain"],
+        "n_params": len(rel), "worst": worst}))
+
+
+if __name__ == "__main__" and sys.argv[1] == "grads":
+    shared_prefix_rank(sys.argv[2:])
+elif __name__ == "__main__":  # one rank of the tests above, under accelerate launch: `sft|rl` then trainer flags
     import torch.distributed as dist
     from trl import TrlParser
 

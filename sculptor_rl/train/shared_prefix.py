@@ -16,10 +16,12 @@ Memory: each child's attention holds its own copy of the prefix's keys/values (H
 token 2·kv_heads·head_dim values per layer, against the plain path's full activations of every row; the prefix's
 activations are stored once.
 
+Under DeepSpeed the tree runs inside one call of the engine, the branches calling the module it wraps
+(`_in_one_engine_forward`); a step's gradients under ZeRO-2 equal the plain step's (`tests/test_deepspeed.py`).
+
 Falls back to the plain path, with one log line saying why, for a model whose forward takes no
-`past_key_values`, a DeepSpeed engine with gradients on (measured: unequal gradients under ZeRO-2),
-sliding-window or other non-full attention layers (a cached prefix would not be windowed like the plain row),
-rows that are not right-padded, and gradient checkpointing with gradients on: HF's checkpointed
+`past_key_values`, sliding-window or other non-full attention layers (a cached prefix would not be windowed like
+the plain row), rows that are not right-padded, and gradient checkpointing with gradients on: HF's checkpointed
 layers drop `past_key_values` (recomputing a layer would append to the cache twice). Without gradients (old and
 reference logprobs) checkpointing does nothing useful, so it is switched off for that forward instead.
 
@@ -171,9 +173,6 @@ def fallback_reason(model) -> str | None:
     """Why `model` cannot share prefixes (None: it can)."""
     base = model
     while hasattr(base, "module"):  # DDP, DeepSpeed
-        if type(base).__name__ == "DeepSpeedEngine" and torch.is_grad_enabled():
-            return ("DeepSpeed: a ZeRO-2 step through several forward calls gave other gradients than the plain "
-                    "step (2 CPU ranks, issue 17); shared without gradients only")
         base = base.module
     if hasattr(base, "get_base_model"):  # PEFT
         base = base.get_base_model()
@@ -220,7 +219,40 @@ def token_logprobs(model, input_ids, attention_mask, labels, temperature: float 
             log.warning("shared prefix off, plain forward: %s", reason)
         return masked_token_logprobs(model, input_ids, attention_mask, labels, temperature, entropy)
     with _no_checkpointing(model), _prefix_attention(model, input_ids.device):
-        return _shared_logprobs(model, input_ids, lengths.tolist(), labels, temperature, entropy, min_shared)
+        run = lambda m: _shared_logprobs(m, input_ids, lengths.tolist(), labels, temperature, entropy, min_shared)
+        engine = _deepspeed_engine(model)
+        return run(model) if engine is None else _in_one_engine_forward(engine, run)
+
+
+def _deepspeed_engine(model):
+    """The DeepSpeedEngine among `model`'s wrappers, or None."""
+    while hasattr(model, "module"):
+        if type(model).__name__ == "DeepSpeedEngine":
+            return model
+        model = model.module
+    return None
+
+
+def _in_one_engine_forward(engine, run):
+    """`run(forward)` as the body of one call of `engine`, the branches calling the wrapped module's `forward`.
+
+    DeepSpeed's `engine.forward` keeps per-call state for the backward that follows: it starts a micro-step
+    (ZeRO-3 counts them there, to copy or add the gradients) and hooks the outputs so that the backward begins
+    with its prologue. The branches calling the module directly skip that (measured under ZeRO-3: a 2-micro-batch
+    step lost a micro-batch's gradients), and one engine call per branch runs a prologue per branch for one
+    epilogue. So the engine is called once per micro-batch, as in the plain forward, with the module's forward
+    standing in for the tree; ZeRO-3's parameter gathering hooks sit on the submodules and run for each branch."""
+    module = engine.module
+    own = module.__dict__.get("forward")  # an instance-level forward (a wrapper's), else the class's
+    forward = module.forward
+    module.forward = lambda: run(forward)
+    try:
+        return engine()
+    finally:
+        if own is None:
+            del module.forward
+        else:
+            module.forward = own
 
 
 def _shared_logprobs(model, ids, lengths, labels, temperature, entropy, min_shared):
