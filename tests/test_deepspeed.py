@@ -183,6 +183,7 @@ def shared_prefix_rank(argv: list[str]) -> None:
 
         trainer.compute_loss = recorded
         trainer.train()
+        trainer.accelerator.free_memory()  # drops the DeepSpeed engine before the next pass builds its own
         del trainer, recorded
         gc.collect()
     rel = {n: ((g - grads["plain"][n]).abs().max() / grads["plain"][n].abs().max().clamp(min=1e-30)).item()
