@@ -4,7 +4,8 @@ The shipped accelerate configs (configs/accelerate/zero{2,3}.yaml) run unchanged
 vLLM in two ranks is too heavy for a 2-core machine, so RL runs the real agent loop on the `hf` engine (the
 policy's own `generate`, seeded per rank; under ZeRO-3 its shards are gathered for generation). This file is
 also the per-rank script: it trains through the trainers' `build_trainer` and writes what the rank saw (its
-rows, digests of the full weights before and after) so the tests check the sharding themselves. Without a GPU,
+rows, digests of the full weights before and after) so the tests check the sharding themselves. The tests of
+one ZeRO stage share one launch, its jobs run one after the other in the same two ranks. Without a GPU,
 accelerate reports one process per rank under DeepSpeed (every rank would train on the same rows) unless
 `ddp_backend: gloo` is set, as here. Under ZeRO-2 the shared-prefix forward (rows of a micro-batch computing a
 common prefix once) gives the plain forward's loss and full gradients.
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STAGES = pytest.mark.parametrize("zero", ["zero2", "zero3"])
 COMMON = ["--ddp_backend", "gloo", "--learning_rate", "1e-4", "--lr_scheduler_type", "constant", "--bf16", "false",
           "--report_to", "none", "--per_device_train_batch_size", "1", "--max_steps", "2", "--logging_steps", "1"]
+JOBS_SEP = "::"  # between the jobs of one launch
 
 
 def full_digest(model) -> str:
@@ -33,13 +35,15 @@ def full_digest(model) -> str:
         return digest(model)
 
 
-def launch(zero: str, job: str, args: list[str], port: int) -> None:
-    """This file as 2 ranks under the shipped accelerate config."""
+def launch(zero: str, jobs: list[tuple[str, list[str]]], port: int) -> None:
+    """This file as 2 ranks under the shipped accelerate config, running `jobs` (name, trainer flags) one after
+    the other in the same two processes: a launch's start-up (imports, process group) is most of a test's time."""
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+    argv = [a for i, (job, args) in enumerate(jobs) for a in ([JOBS_SEP] if i else []) + [job, *args]]
     proc = subprocess.run(
         [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
          str(ROOT / f"configs/accelerate/{zero}.yaml"), "--num_processes", "2", "--main_process_port", str(port),
-         __file__, job, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+         __file__, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-4000:]
 
 
@@ -51,21 +55,75 @@ def rank_reports(out: Path, steps: int = 2) -> list[dict]:
     return ranks
 
 
-@pytest.mark.slow
-@STAGES
-def test_two_ranks_complete_sft_steps(zero, fmt, tmp_path):
+def sft_job(fmt, folder: Path) -> tuple[tuple[str, list[str]], list]:
+    """2 SFT steps of 2 micro-batches on 8 distinct samples (so each rank's rows can be told apart)."""
     from sculptor_rl.samples import Sample, write_samples
 
     samples = []
-    for k in range(8):  # distinct samples, so each rank's rows can be told apart
+    for k in range(8):
         head = fmt.head_ids([{"role": "user", "content": f"Say hi {k} times."}], None)
         completion = fmt.completion_ids("hi " * k + "done")
         samples.append(Sample(f"r{k}/0", head + completion, [0] * len(head) + [1] * len(completion), [0], None, 1.0))
-    write_samples(samples, tmp_path / "samples.jsonl")
-    out = tmp_path / "sft"
-    launch(zero, "sft", ["--samples", str(tmp_path / "samples.jsonl"), "--output_dir", str(out),
-                         "--gradient_accumulation_steps", "2", "--save_strategy", "no", "--seed", "5", *COMMON],
-           29533 + (zero == "zero3"))
+    write_samples(samples, folder / "samples.jsonl")
+    return ("sft", ["--samples", str(folder / "samples.jsonl"), "--output_dir", str(folder / "sft"),
+                    "--gradient_accumulation_steps", "2", "--save_strategy", "no", "--seed", "5", *COMMON]), samples
+
+
+def grads_job(fmt, folder: Path) -> tuple[str, list[str]]:
+    """One SFT step (2 micro-batches of 2 rows per rank) on rows sharing a 267-token system turn, run twice by
+    `shared_prefix_rank`: with `shared_prefix` on, then off."""
+    from sculptor_rl.samples import Sample, write_samples
+
+    system = " ".join(f"Rule {i}: read the file before you answer, and quote the line you used." for i in range(1, 15))
+    samples = []
+    for k in range(8):
+        head = fmt.head_ids([{"role": "system", "content": system},
+                             {"role": "user", "content": f"Question {k}: what does line {k} say?"}], None)
+        completion = fmt.completion_ids(f"Line {k} says:" + " read the file" * (k + 1))
+        samples.append(Sample(f"r{k}/0", head + completion, [0] * len(head) + [1] * len(completion), [0], None, 1.0))
+    assert len(os.path.commonprefix([s.input_ids for s in samples])) >= 200
+    write_samples(samples, folder / "prefix_samples.jsonl")
+    return ("grads", ["--samples", str(folder / "prefix_samples.jsonl"), "--output_dir", str(folder / "grads"),
+                      "--save_strategy", "no", "--seed", "5", *COMMON, "--per_device_train_batch_size", "2",
+                      "--gradient_accumulation_steps", "2", "--max_steps", "1",
+                      "--gradient_checkpointing", "false"])  # on, the layers would drop the shared cache
+
+
+def rl_job(model_path, folder: Path) -> tuple[str, list[str]]:
+    """One RL step of 2 groups (one per rank) on the `hf` engine."""
+    from sculptor_rl.tasks import generate, write_jsonl
+
+    write_jsonl(generate("pi_llm", 8, seed=3, keys=1, updates=1), folder / "tasks.jsonl")
+    return ("rl", ["--model", model_path, "--tasks", str(folder / "tasks.jsonl"), "--output_dir", str(folder / "rl"),
+                   "--engine", "hf", "--environment", "acm-mentions-key", "--num_generations", "2",
+                   "--gradient_accumulation_steps", "2", "--max_new_tokens", "8", "--max_tool_calls", "1",
+                   "--max_context_tokens", "2048",
+                   "--save_strategy", "no", "--save_rollouts", "true", "--seed", "5", *COMMON, "--max_steps", "1"])
+
+
+@pytest.fixture(scope="module")
+def zero2(fmt, tmp_path_factory) -> tuple[Path, list]:
+    """One ZeRO-2 launch: the SFT steps, then the shared-prefix gradient check."""
+    folder = tmp_path_factory.mktemp("zero2")
+    sft, samples = sft_job(fmt, folder)
+    launch("zero2", [sft, grads_job(fmt, folder)], 29533)
+    return folder, samples
+
+
+@pytest.fixture(scope="module")
+def zero3(fmt, model_path, tmp_path_factory) -> tuple[Path, list]:
+    """One ZeRO-3 launch: the SFT steps, then an RL step."""
+    folder = tmp_path_factory.mktemp("zero3")
+    sft, samples = sft_job(fmt, folder)
+    launch("zero3", [sft, rl_job(model_path, folder)], 29534)
+    return folder, samples
+
+
+@pytest.mark.slow
+@STAGES
+def test_two_ranks_complete_sft_steps(zero, request):
+    folder, samples = request.getfixturevalue(zero)
+    out = folder / "sft"
     ranks = rank_reports(out)
     # 2 steps x 2 micro-batches x 2 ranks = the 8 samples, each rank its own half
     seen = [set(map(tuple, r["rows"])) for r in ranks]
@@ -78,20 +136,10 @@ def test_two_ranks_complete_sft_steps(zero, fmt, tmp_path):
 
 
 @pytest.mark.slow
-def test_two_ranks_complete_an_rl_step(model_path, tmp_path):
+def test_two_ranks_complete_an_rl_step(zero3):
     """ZeRO-3 only, one step (two steps under both stages took 7 min of the suite): parameters stay sharded even
     while the policy generates; ZeRO-2 shards less, and the SFT test above covers its launch."""
-    from sculptor_rl.tasks import generate, write_jsonl
-
-    write_jsonl(generate("pi_llm", 8, seed=3, keys=1, updates=1), tmp_path / "tasks.jsonl")
-    out = tmp_path / "rl"
-    launch("zero3", "rl", ["--model", model_path, "--tasks", str(tmp_path / "tasks.jsonl"), "--output_dir", str(out),
-                        "--engine", "hf", "--environment", "acm-mentions-key", "--num_generations", "2",
-                        "--gradient_accumulation_steps", "2", "--max_new_tokens", "8", "--max_tool_calls", "1",
-                        "--max_context_tokens", "2048",
-                        "--save_strategy", "no", "--save_rollouts", "true", "--seed", "5", *COMMON,
-                        "--max_steps", "1"],
-           29536)
+    out = zero3[0] / "rl"
     ranks = rank_reports(out, steps=1)
     # each rank ran its own share of the tasks (1 of the 2 groups of the round)
     seen = [{json.loads(line)["task_id"] for line in (out / "rollouts" / f"step-000001.rank{r}.jsonl").open()}
@@ -101,29 +149,12 @@ def test_two_ranks_complete_an_rl_step(model_path, tmp_path):
 
 
 @pytest.mark.slow
-def test_zero2_shared_prefix_gives_the_plain_step_gradients(fmt, tmp_path):
-    """One SFT step (2 micro-batches of 2 rows per rank) with `shared_prefix` on, and one from the same weights
-    with it off: each rank's loss and every parameter's full gradient (read after the step's last
-    `engine.backward`, before `engine.step`) agree to fp32 tolerance. The rows share a 267-token system turn, and
-    each micro-batch computes it once: 3 model forwards (prefix, then each row's rest) against 1, all inside one
-    call of the DeepSpeed engine."""
-    from sculptor_rl.samples import Sample, write_samples
-
-    system = " ".join(f"Rule {i}: read the file before you answer, and quote the line you used." for i in range(1, 15))
-    samples = []
-    for k in range(8):
-        head = fmt.head_ids([{"role": "system", "content": system},
-                             {"role": "user", "content": f"Question {k}: what does line {k} say?"}], None)
-        completion = fmt.completion_ids(f"Line {k} says:" + " read the file" * (k + 1))
-        samples.append(Sample(f"r{k}/0", head + completion, [0] * len(head) + [1] * len(completion), [0], None, 1.0))
-    assert len(os.path.commonprefix([s.input_ids for s in samples])) >= 200
-    write_samples(samples, tmp_path / "samples.jsonl")
-    out = tmp_path / "grads"
-    launch("zero2", "grads", ["--samples", str(tmp_path / "samples.jsonl"), "--output_dir", str(out),
-                              "--save_strategy", "no", "--seed", "5", *COMMON, "--per_device_train_batch_size", "2",
-                              "--gradient_accumulation_steps", "2", "--max_steps", "1",
-                              "--gradient_checkpointing", "false"],  # on, the layers would drop the shared cache
-           29538)
+def test_zero2_shared_prefix_gives_the_plain_step_gradients(zero2):
+    """One SFT step with `shared_prefix` on, and one from the same weights with it off: each rank's loss and every
+    parameter's full gradient (read after the step's last `engine.backward`, before `engine.step`) agree to fp32
+    tolerance. Each micro-batch computes the rows' common system turn once: 3 model forwards (prefix, then each
+    row's rest) against 1, all inside one call of the DeepSpeed engine."""
+    out = zero2[0] / "grads"
     ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     for r in ranks:
         shared, plain = r["shared"], r["plain"]
@@ -194,13 +225,11 @@ def shared_prefix_rank(argv: list[str]) -> None:
         "n_params": len(rel), "worst": worst}))
 
 
-if __name__ == "__main__" and sys.argv[1] == "grads":
-    shared_prefix_rank(sys.argv[2:])
-elif __name__ == "__main__":  # one rank of the tests above, under accelerate launch: `sft|rl` then trainer flags
+def train_rank(job: str, argv: list[str]):
+    """One rank of an `sft` or `rl` job: trains, then writes what the rank saw. Returns the trainer."""
     import torch.distributed as dist
     from trl import TrlParser
 
-    job, argv = sys.argv[1], sys.argv[2:]
     if job == "sft":
         from sculptor_rl.train.sft import SculptorSFTConfig, build_trainer, save_final
 
@@ -224,3 +253,20 @@ elif __name__ == "__main__":  # one rank of the tests above, under accelerate la
     Path(cfg.output_dir, f"rank{dist.get_rank()}.json").write_text(json.dumps({
         **report, "world": dist.get_world_size(), "global_step": trainer.state.global_step, "before": before,
         "after": full_digest(trainer.model), "grad_norm": max(grad_norms)}))
+    return trainer
+
+
+if __name__ == "__main__":  # one rank of a launch: `job flags [:: job flags ...]`, job one of sft, rl, grads
+    import gc
+
+    args = sys.argv[1:]
+    while args:
+        end = args.index(JOBS_SEP) if JOBS_SEP in args else len(args)
+        job, argv, args = args[0], args[1:end], args[end + 1:]
+        if job == "grads":
+            shared_prefix_rank(argv)
+        else:
+            trained = train_rank(job, argv)
+            trained.accelerator.free_memory()  # the next job builds its own DeepSpeed engine
+            del trained
+        gc.collect()
