@@ -14,6 +14,11 @@ Cores on CPU: vLLM keeps one core per worker for its scheduler process (`VLLM_CP
 machine of few cores that is a large share of the compute; up to `SMALL_CPU_CORES` cores the engine reserves
 none unless the variable is set. Measured on 2 cores (fp32, eager, the embedded model): 16 prompts of 1.5k tokens
 + 64 new, 161.5 s with the reserved core vs 97.9 s without.
+
+Processes on CPU: the engine core keeps its own process (vLLM's default). In the calling process
+(`VLLM_ENABLE_V1_MULTIPROCESSING=0`) it starts in 7 s instead of 22 s at the same generation speed, but vLLM's CPU
+kernel dispatcher then scans every module the caller has imported, and fails on some (llvmlite's, which `bm25s`
+brings in through numba: "'_lib_fn_wrapper' object has no attribute 'get'"); a user may still set it.
 """
 
 from __future__ import annotations
