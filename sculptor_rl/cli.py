@@ -410,6 +410,7 @@ def main(argv: list[str] | None = None) -> None:
     passthrough = getattr(args, "passthrough", False)
     if rest and not passthrough:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    _exit_on_sigterm()
     try:
         args.fn(args, rest) if passthrough else args.fn(args)
     except (ValueError, OSError) as e:  # bad JSONL/Parquet/records, config values, paths, models
@@ -420,6 +421,16 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(e.code, str):  # a command's own `sys.exit("error: ...")`: the same status as the rest
             _user_error(e.code.removeprefix("error: "))
         raise
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM (`kill`, `timeout`, a supervisor's terminate) ends a command as an exception does, so its cleanup
+    runs: Python's default dies at once, and a vLLM engine's own processes went on computing without it."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():  # only the main thread may set a handler
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 def _user_error(message: str) -> None:

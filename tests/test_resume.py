@@ -4,6 +4,7 @@ writes (same records in the same order; training: resumed from its checkpoint, t
 
 Each kill waits for an observable point (lines in the output, a checkpoint, a finished run or stage) and the
 job has plenty left to do after it; each test then checks the kill did land mid-run and the rerun resumed.
+SIGTERM, the polite kill, ends a job after its cleanup: the last test.
 """
 
 from __future__ import annotations
@@ -280,3 +281,35 @@ def test_pipeline_killed_mid_stage_resumes_from_its_finished_stages(tmp_path, mo
         assert (root / stage / name).read_bytes() == (ref / stage / name).read_bytes(), (stage, name)
     assert log.count("sft ...") == 1 and (root / "sft" / "done.json").exists()
     assert (root / "sft" / "final" / "model.safetensors").exists()
+
+
+@pytest.mark.slow
+def test_sigterm_ends_a_job_with_its_vllm_engine_processes(tmp_path, model_path):
+    """`kill PID` (SIGTERM) mid-rollout: the command exits with 143 and the vLLM engine processes it started end
+    with it (with Python's default SIGTERM they went on computing, orphaned)."""
+    import psutil
+
+    tasks = tmp_path / "tasks.jsonl"
+    write_jsonl(generate("pi_llm", 64, seed=4, keys=2, updates=24), tasks)
+    log = tmp_path / "rollout.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(cli("rollout", "--model", model_path, "--data", tasks, "--out", tmp_path / "out.jsonl",
+                                    "--chunk-size", 2, "--max-new-tokens", 32, "--max-tool-calls", 2,
+                                    "--max-context-tokens", 4096),
+                                cwd=ROOT, env=ENV, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 600
+        while lines(tmp_path / "out.jsonl.partial") == 0:  # the engine is up and its first chunk is written
+            assert proc.poll() is None, f"ended ({proc.returncode}):\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, "no chunk written"
+            time.sleep(0.1)
+        engine = psutil.Process(proc.pid).children(recursive=True)
+        assert any("VLLM" in " ".join(p.cmdline()) for p in engine), [p.cmdline() for p in engine]
+        proc.terminate()
+        assert proc.wait(timeout=120) == 128 + signal.SIGTERM, log.read_text()[-3000:]
+        _, alive = psutil.wait_procs(engine, timeout=60)
+        assert not alive, [p.cmdline() for p in alive]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
