@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -40,8 +41,10 @@ def run(cmd: list[str], log: Path) -> str:
     return text
 
 
-def kill_when(cmd: list[str], ready, log: Path, timeout: float = 600) -> None:
-    """Start `cmd`, SIGKILL it (its whole process group) as soon as `ready()` holds; it must not finish first."""
+@contextmanager
+def running_until(cmd: list[str], ready, log: Path, timeout: float = 600):
+    """Start `cmd` in a process group of its own and yield it once `ready()` holds; it must not end first. Whatever
+    of the group still runs on the way out (the command, or processes it left behind) is SIGKILLed."""
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -51,10 +54,19 @@ def kill_when(cmd: list[str], ready, log: Path, timeout: float = 600) -> None:
             assert time.monotonic() < deadline, "the kill point never came"
             time.sleep(0.05)
         assert proc.poll() is None, "ended before the kill"
+        yield proc
     finally:
-        if proc.poll() is None:
+        try:
             os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:  # the group has ended
+            pass
         proc.wait()
+
+
+def kill_when(cmd: list[str], ready, log: Path, timeout: float = 600) -> None:
+    """Start `cmd`, SIGKILL it (its whole process group) as soon as `ready()` holds."""
+    with running_until(cmd, ready, log, timeout) as proc:
+        os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == -signal.SIGKILL
 
 
@@ -292,24 +304,13 @@ def test_sigterm_ends_a_job_with_its_vllm_engine_processes(tmp_path, model_path)
     tasks = tmp_path / "tasks.jsonl"
     write_jsonl(generate("pi_llm", 64, seed=4, keys=2, updates=24), tasks)
     log = tmp_path / "rollout.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(cli("rollout", "--model", model_path, "--data", tasks, "--out", tmp_path / "out.jsonl",
-                                    "--chunk-size", 2, "--max-new-tokens", 32, "--max-tool-calls", 2,
-                                    "--max-context-tokens", 4096),
-                                cwd=ROOT, env=ENV, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 600
-        while lines(tmp_path / "out.jsonl.partial") == 0:  # the engine is up and its first chunk is written
-            assert proc.poll() is None, f"ended ({proc.returncode}):\n{log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, "no chunk written"
-            time.sleep(0.1)
+    rollout = cli("rollout", "--model", model_path, "--data", tasks, "--out", tmp_path / "out.jsonl", "--chunk-size", 2,
+                  "--max-new-tokens", 32, "--max-tool-calls", 2, "--max-context-tokens", 4096)
+    # ready once the engine is up and its first chunk is written
+    with running_until(rollout, lambda: lines(tmp_path / "out.jsonl.partial") > 0, log) as proc:
         engine = psutil.Process(proc.pid).children(recursive=True)
         assert any("VLLM" in " ".join(p.cmdline()) for p in engine), [p.cmdline() for p in engine]
-        proc.terminate()
+        proc.terminate()  # the command alone, as `kill PID` does
         assert proc.wait(timeout=120) == 128 + signal.SIGTERM, log.read_text()[-3000:]
-        _, alive = psutil.wait_procs(engine, timeout=60)
+        _, alive = psutil.wait_procs(engine, timeout=60)  # checked before the way out kills what is left
         assert not alive, [p.cmdline() for p in alive]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
