@@ -78,6 +78,15 @@ def test_bm25_ranks_the_similar_query_first():
     assert bm25_scores("the", docs) == [0.0, 0.0, 0.0] and bm25_scores("x", []) == []
 
 
+def test_bm25_indexing_logs_nothing_at_info(caplog):
+    """bm25s sets its logger to DEBUG on import; a command at INFO would print a line per index built."""
+    import logging
+
+    with caplog.at_level(logging.INFO):
+        bm25_scores("email Carlos", ["send an email to Carlos", "plot total visits"])
+        assert not logging.getLogger("bm25s").isEnabledFor(logging.DEBUG)
+
+
 def test_dynamic_n_one_knee():
     assert dynamic_n([1.0] * 12 + [0.2] * 20) == 12
     # noisy plateaus and an order that is not sorted yet

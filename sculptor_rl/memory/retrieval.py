@@ -19,19 +19,29 @@ prominence 1e-5; its similarities are embedding cosines, ours BM25 scores (any s
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["RETRIEVALS", "bm25_scores", "dynamic_n", "select", "top_k"]
+__all__ = ["RETRIEVALS", "bm25_scores", "bm25s_module", "dynamic_n", "select", "top_k"]
 
 RETRIEVALS = ("none", "topk", "dynamic")
+
+
+def bm25s_module():
+    """`bm25s`, its logger back at the root's level: on import it sets its own to DEBUG, and every index built
+    then logs a line ("Building index from IDs objects"), hundreds per run."""
+    import bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.NOTSET)
+    return bm25s
 
 
 def bm25_scores(query: str, docs: Sequence[str]) -> list[float]:
     """The BM25 score of each of `docs` for `query` (English stop words dropped); 0.0 for every doc when the
     query has no indexed word, [] without docs."""
-    import bm25s
+    bm25s = bm25s_module()
 
     if not docs:
         return []

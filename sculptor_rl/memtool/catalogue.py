@@ -14,6 +14,8 @@ from itertools import combinations
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
+from ..memory.retrieval import bm25s_module
+
 __all__ = ["Metric", "Company", "Tool", "Catalogue", "catalogue", "YEARS", "QUARTERS", "SEARCH_TOP_K"]
 
 YEARS = range(2015, 2025)
@@ -145,7 +147,7 @@ class Catalogue:
 
     @cached_property
     def _index(self):
-        import bm25s
+        bm25s = bm25s_module()
 
         index = bm25s.BM25()
         index.index(bm25s.tokenize([self.tools[n].description for n in self.names], stopwords="en",
@@ -155,7 +157,7 @@ class Catalogue:
     def search(self, keyword: str, k: int = SEARCH_TOP_K) -> list[str]:
         """The names of the (at most) k best-matching tools for a keyword, best first; ties by catalogue order.
         Tools sharing no word with the keyword never match."""
-        import bm25s
+        bm25s = bm25s_module()
         import numpy as np
 
         (tokens,) = bm25s.tokenize([keyword], stopwords="en", return_ids=False, show_progress=False)
