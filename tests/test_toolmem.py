@@ -269,6 +269,25 @@ def test_env_modes_rewards_and_summary(memory_dir, fmt):
         sum(-t.reward for t in trajs if t.info["kind"] == "predict") / 4)
 
 
+def test_test_time_shows_the_top_12(tmp_path):
+    """Paper §2.3/§3.1 at the env's defaults: TOOLMEM shows the top 12 entries of each category, FEW-SHOT the
+    top 12 training experiences of the tool (here 14 entries per category and 13 experiences are stored)."""
+    mem = ToolMem()
+    for i in range(14):
+        mem.store.add(entry("good", f"Good at pi_llm case{i}."))
+        mem.store.add(entry("weak", f"Weak at needlebench case{i}."))
+    mem.save(tmp_path / MEMORY_FILE)
+    write_jsonl(generate_experiences(13, 0, "train", tools=["truncate-256"]), tmp_path / EXPERIENCES_FILE)
+    task = next(r for r in generate("toolmem", 8, 0, kind="predict")
+                if r["meta"]["experiences"][0]["tool"] == "truncate-256")
+    shown = ToolMemEnv(task, params_of("toolmem", {"mode": "toolmem", "memory": str(tmp_path)})).render()[-1]
+    lines = [line for line in shown["content"].splitlines() if line.startswith("- ")]
+    assert sum(line.startswith("- Good at") for line in lines) == 12
+    assert sum(line.startswith("- Weak at") for line in lines) == 12 and len(lines) == 24
+    few = ToolMemEnv(task, params_of("toolmem", {"mode": "few-shot", "memory": str(tmp_path)})).render()[-1]
+    assert few["content"].count("Task Prompt: ") == 12
+
+
 @pytest.mark.slow
 def test_induction_on_the_real_engine(tmp_path, fmt, vllm_engine):
     """The paper's induction on the embedded model: every experience is applied or reported, what is stored is
