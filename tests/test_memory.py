@@ -101,6 +101,18 @@ def test_dynamic_n_two_knees_first_or_second_peak():
     assert dynamic_n(x, radius=3) == 12
 
 
+def test_dynamic_n_range_of_algorithm_1():
+    """y(j) exists for j = R .. |x|-R-1 and find_peaks never reports its end points, so n = j + 1 lies in
+    [R + 2, |x| - R - 1]: a drop after the first R + 1 entries or fewer is not seen (the top-k fallback decides),
+    and a memory needs 2R + 4 entries for any knee to be found."""
+    assert dynamic_n([1.0] * 12 + [0.2] * 28, fallback=-1) == 12  # the earliest knee R = 10 can find
+    assert dynamic_n([1.0] * 11 + [0.2] * 29, fallback=-1) == -1  # one earlier: not seen
+    assert dynamic_n([5.1, 3.2, 1.0] + [0.0] * 25, fallback=-1) == -1  # sparse BM25 scores: no knee
+    assert dynamic_n([1.0] * 12 + [0.2] * 11, fallback=-1) == -1  # 23 = 2R + 3 entries: y has no inner point
+    assert dynamic_n([1.0] * 12 + [0.2] * 12, fallback=-1) == 12  # 24 = 2R + 4
+    assert dynamic_n([1.0] * 4 + [0.2] * 20, radius=2) == 4  # a smaller R sees earlier knees (R + 2)
+
+
 def test_dynamic_n_falls_back_to_top_k():
     assert dynamic_n([0.5] * 40, fallback=4) == 4  # flat: no peak
     assert dynamic_n([0.9, 0.1, 0.1], fallback=5) == 3  # shorter than a window

@@ -148,6 +148,18 @@ def test_metrics():
                              {"domain": "calendar", "outcome": False, "calls": half, "gold": gold}])
     assert out["outcome"]["rate"] == 0.5 and out["outcome_by_domain"]["email"]["rate"] == 1.0
     assert out["full_sequence_match"]["n"] == 2 and len(out["outcome"]["ci"]) == 2
+    # NESTFUL: a reference written `$var1.result$` (NESTFUL's files) or `$var_1.result$` (the env's), a number as
+    # 100 or 100.0, is one value: the metrics agree with the outcome (nestful.same_sequence)
+    from sculptor_rl.workbench import nestful
+
+    gold = [{"name": "multiply", "arguments": {"arg_0": 100.0, "arg_1": 10}, "label": "var1"},
+            {"name": "divide", "arguments": {"arg_0": "$var1.result$", "arg_1": 4}, "label": "var2"}]
+    pred = [{"name": "multiply", "arguments": {"arg_0": 100, "arg_1": 10}, "label": "$var_1"},
+            {"name": "divide", "arguments": {"arg_0": "$var_1.result$", "arg_1": 4}, "label": "$var_2"}]
+    assert metrics.full_match(pred, gold) and metrics.param_f1(pred, gold) == 1.0 and nestful.same_sequence(pred, gold)
+    off = [pred[0], {**pred[1], "arguments": {"arg_0": "$var_2.result$", "arg_1": 4.5}}]
+    assert not metrics.full_match(off, gold) and not nestful.same_sequence(off, gold)
+    assert metrics.param_f1(off, gold) == pytest.approx(0.5)
 
 
 def _env(task, **params):

@@ -12,9 +12,10 @@ entries (x[0..j], the side before the drop). The paper writes n <- peaks[peak_nu
 of y maps to a count; j + 1 is the reading under which a clean step after entry i gives n = i + 1 (a step is a flat
 two-point peak of y, which find_peaks reports at its left point). Where the curve is too short for a window
 (|x| < 2R + 1) or has no such peak, fixed top-k is used (`fallback`). As written, the algorithm never returns
-n <= R (no window is centred on the first R entries): a drop after the best few entries, frequent with a small
-memory and sparse lexical scores, is not seen, and the fallback (or a later knee) decides. The paper's defaults: R = 10,
-prominence 1e-5; its similarities are embedding cosines, ours BM25 scores (any scorer's list works).
+n <= R + 1 (no window is centred on the first R entries, and find_peaks never reports y's end points): a drop
+after the best few entries, frequent with a small memory and sparse lexical scores, is not seen, and the fallback
+(or a later knee) decides. The paper's defaults: R = 10, prominence 1e-5; its similarities are embedding
+cosines, ours BM25 scores (any scorer's list works).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 match, each rate with its 95 % interval (`sculptor_rl.stats`).
 
 - tool F1: the F1 of the predicted tool names against the gold ones, as multisets (order ignored);
-- parameter F1: the same over (tool, argument, value) triples (values compared as JSON);
+- parameter F1: the same over (tool, argument, value) triples (values compared as JSON, `canonical`: a whole
+  float is its int, as Python's == has it, and NESTFUL's reference `$var1.result$` is `$var_1.result$`);
 - full-sequence match: the predicted calls are the gold calls exactly, in order (names and arguments);
 - outcome accuracy (WorkBench): the final database state equals the gold one (`sandbox.outcome_correct`).
 """
@@ -14,7 +15,7 @@ from collections import Counter
 
 from ..stats import bootstrap_mean, wilson
 
-__all__ = ["full_match", "param_f1", "summarize", "tool_f1"]
+__all__ = ["canonical", "full_match", "param_f1", "summarize", "tool_f1"]
 
 
 def _f1(pred: Counter, gold: Counter) -> float:
@@ -27,12 +28,26 @@ def _f1(pred: Counter, gold: Counter) -> float:
     return 2 * p * r / (p + r)
 
 
+def canonical(value):
+    """An argument value as compared: whole floats as ints (100.0 == 100), NESTFUL references without the
+    underscore (`$var_1.result$` = `$var1.result$`, as `nestful.same_sequence` reads labels), JSON text."""
+    def norm(v):
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        if isinstance(v, dict):
+            return {k: norm(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [norm(x) for x in v]
+        return v
+    return json.dumps(norm(value), sort_keys=True).replace("$var_", "$var")
+
+
 def tool_f1(pred: list[dict], gold: list[dict]) -> float:
     return _f1(Counter(c["name"] for c in pred), Counter(c["name"] for c in gold))
 
 
 def _triples(calls: list[dict]) -> Counter:
-    return Counter((c["name"], k, json.dumps(v, sort_keys=True)) for c in calls for k, v in c["arguments"].items())
+    return Counter((c["name"], k, canonical(v)) for c in calls for k, v in c["arguments"].items())
 
 
 def param_f1(pred: list[dict], gold: list[dict]) -> float:
@@ -40,7 +55,7 @@ def param_f1(pred: list[dict], gold: list[dict]) -> float:
 
 
 def _plain(calls: list[dict]) -> list[tuple]:
-    return [(c["name"], json.dumps(c["arguments"], sort_keys=True)) for c in calls]
+    return [(c["name"], canonical(c["arguments"])) for c in calls]
 
 
 def full_match(pred: list[dict], gold: list[dict]) -> bool:

@@ -24,6 +24,7 @@ import json
 import random
 import re
 
+from .metrics import canonical
 from .tasks import split_of
 
 NAME = "nestful"
@@ -180,8 +181,8 @@ def executable(record: dict) -> bool:
 def same_sequence(pred: list[dict], gold: list[dict]) -> bool:
     """NESTFUL's full-sequence match: the same calls in order, names, arguments and labels (`$var_1` = `var1`)."""
     def plain(calls):
-        return [(c["name"], json.dumps(c.get("arguments", {}), sort_keys=True).replace("$var_", "$var"),
-                 label_key(c.get("label") or f"var{i}")) for i, c in enumerate(calls, 1)]
+        return [(c["name"], canonical(c.get("arguments", {})), label_key(c.get("label") or f"var{i}"))
+                for i, c in enumerate(calls, 1)]
     return plain(pred) == plain(gold)
 
 
