@@ -234,6 +234,19 @@ class _Caller:
         return [Completion(text=format_tool_call("get_tags", {})) for _ in requests]
 
 
+class _Late:
+    """A policy that calls a memory tool in each of its first 7 turns, then gives `answer`."""
+
+    max_model_len = None
+
+    def __init__(self, answer: str):
+        self.answer = answer
+
+    def generate(self, requests):
+        return [Completion(text=self.answer if sum(m["role"] == "assistant" for m in r.messages) >= 7
+                           else format_tool_call("get_tags", {})) for r in requests]
+
+
 def test_env_teacher_and_turn_limit_through_the_loop(fmt, tmp_path):
     tasks = generate("tamem", 8, 5, sessions=6, questions_per_conversation=4)
     make_env = make_env_factory("tamem", tokenizer=fmt.tokenizer)
@@ -250,6 +263,11 @@ def test_env_teacher_and_turn_limit_through_the_loop(fmt, tmp_path):
     results = [c["result"] for s in t.steps for c in s.calls]
     assert "your next reply is your answer" in results[5] and results[6].startswith("Error: no tool calls in the last")
     assert t.stop_reason == "max_tool_calls" and t.reward == -1.0
+    # the right answer, but in the 8th turn (after 7 tool-calling turns): past the paper's limit, it scores 0
+    (t,) = run_rollouts(tasks[:1], _Late(tasks[0]["answer"]), fmt, make_env, LoopConfig(max_tool_calls=14),
+                        progress=False)
+    assert t.stop_reason == "answer" and t.answer == tasks[0]["answer"] and len(t.steps) == 8
+    assert t.score == 0.0 and t.info["bleu1"] == 0.0 and t.reward == -1.0
     # the baselines run on the same records: bm25 keeps part of the transcript and the whole question
     bm25 = make_env_factory("bm25", {"context_budget": 100, "chunk_tokens": 40}, tokenizer=fmt.tokenizer)(tasks[0], 0)
     shown, whole = bm25.render()[-1]["content"], tasks[0]["messages"][0]["content"]

@@ -5,8 +5,9 @@ never the conversation: its memory is a `tamem.memory.MemoryDB` of pages built f
 notes of a generated conversation (`notes: oracle`) or an LLM extractor's, read from the directory `extract_notes`
 wrote (`notes: DIR`). Each rollout holds a `tamem.tools.Retriever` (the per-question cache). At most `max_turns`
 completions (paper: 7): the result of a call made in the last but one turn says to answer next, and calls made
-after that are refused with an error (the reward counts a rollout past the limit as a broken cap). The score is
-LoCoMo's F1 (the `tamem` family's scorer), the reward that F1 (`tamem.metrics.reward`).
+after that are refused with an error (the reward counts a rollout past the limit as a broken cap, and an answer
+given past it scores 0, F1 and BLEU-1, so eval never credits an 8th turn). The score is LoCoMo's F1 (the `tamem`
+family's scorer), the reward that F1 (`tamem.metrics.reward`).
 
 `eval --environment tamem` runs the modes `tamem` (this env) and the baselines over the raw conversation in the
 same records: `full` (all of it in context), `bm25` (top chunks) and `acm` (the ACM tools over it), and reports
@@ -115,14 +116,22 @@ class TamemEnv(Env):
         self.answer = text
         return False
 
+    def _in_time(self) -> bool:
+        return self.turns <= self.params.max_turns
+
+    def score(self, answer: str | None) -> float:
+        """LoCoMo's F1 of the answer; 0 when it came after the `max_turns`-th completion (the paper's limit)."""
+        return super().score(answer) if self._in_time() else 0.0
+
     def reward(self, traj) -> float:
         return metrics.reward(traj, self.reward_config, self.params.max_turns)
 
     def info(self) -> dict:
         gold = self.task.get("answer")
+        answer = (self.answer or "") if self._in_time() else ""
         return {"env": "tamem", "category": self.task["meta"]["category"], "turns": self.turns,
                 "cache_hits": self.retriever.cache_hits, "notes": "oracle" if self.params.notes == "oracle" else "llm",
-                **({"bleu1": metrics.bleu1(self.answer or "", gold)} if gold is not None else {})}
+                **({"bleu1": metrics.bleu1(answer, gold)} if gold is not None else {})}
 
 
 def engine_complete(engine, tokenizer, max_new_tokens: int = 2048):
