@@ -2,11 +2,13 @@
 score prediction and pair selection, beside the paper's reported gains (Tables 1-4).
 
     .venv/bin/python bench/toolmem_eval.py [--model CKPT] [--train-tasks 8] [--num 48] [--out runs/toolmem-eval]
+        [--induction-url http://HOST/v1 --induction-model NAME]   # induce the memory on another model
 
 1. Training experiences: `--train-tasks` generated tasks x the 4 context strategies (train split, exact scores).
 2. The memory: the paper's induction (top-6 entries per category, refinement prompt, M <- (M \\ M_ctx) ∪ M_upd)
-   run on the model itself through one vLLM engine (greedy); `OUT/memory/induction.json` says how many answers
-   were malformed, retried and given up on.
+   run on the model itself through one vLLM engine (greedy), or with --induction-url on any OpenAI-compatible
+   endpoint (the paper induces with the model it evaluates; a small model writes no usable entries);
+   `OUT/memory/induction.json` says how many answers were malformed, retried and given up on.
 3. `sculptor-rl eval --environment toolmem` (configs/eval/toolmem_cpu.yaml) on the same engine: `--num` predict
    records in all (predict, select, choose) of the test split, in the three modes; and the scripted teacher reading the
    same memory (TOOLMEM mode) as a reference for what the memory itself carries.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 PAPER = "paper (GPT-4o-mini): MAE -14.8 % (text) / -28.7 % (image) vs GENERIC; selection accuracy +21 / +24 points"
@@ -58,10 +61,15 @@ def main() -> None:
     ap.add_argument("--induction-tokens", type=int, default=160)
     ap.add_argument("--retries", type=int, default=2, help="re-asks of a malformed induction answer (sampled)")
     ap.add_argument("--out", default="runs/toolmem-eval")
+    ap.add_argument("--induction-url", default=None, help="an OpenAI-compatible endpoint that induces the memory")
+    ap.add_argument("--induction-model", default=None, help="the endpoint's model name")
+    ap.add_argument("--induction-api-key", default=os.environ.get("OPENAI_API_KEY", "EMPTY"))
     args = ap.parse_args()
+    if bool(args.induction_url) != bool(args.induction_model):
+        ap.error("--induction-url and --induction-model go together")
 
     from sculptor_rl.agent.chat import ChatFormat
-    from sculptor_rl.engines import SamplingConfig
+    from sculptor_rl.engines import SamplingConfig, make_engine
     from sculptor_rl.engines.vllm_engine import VLLMEngine
     from sculptor_rl.envs.teachers import ScriptedTeacher
     from sculptor_rl.envs.toolmem import build_memory
@@ -76,7 +84,12 @@ def main() -> None:
                         enforce_eager=True)
     try:
         train = generate_experiences(args.train_tasks, 0, "train")
-        induction = build_memory(train, out / "memory", engine, fmt.tokenizer, retries=args.retries,
+        inducer, tokenizer = engine, fmt.tokenizer
+        if args.induction_url:
+            inducer = make_engine("openai", args.induction_model, fmt, SamplingConfig(temperature=0.0, seed=0),
+                                  base_url=args.induction_url, api_key=args.induction_api_key)
+            tokenizer = None  # a chat endpoint gets the messages, rendered by its own template
+        induction = build_memory(train, out / "memory", inducer, tokenizer, retries=args.retries,
                                  max_new_tokens=args.induction_tokens)
         print(json.dumps({k: v for k, v in induction.items() if k != "failed"}, indent=1))
         for failed in induction["failed"][:3]:
