@@ -114,6 +114,8 @@ def test_parse_induction_reads_categories_and_rejects_malformed_answers():
         entry("bad", "Bad at mrcr transcripts.", "t")]
     with pytest.raises(ValueError, match="no sentence"):
         parse_induction("The tool is a context strategy. It reads text.", "t")
+    with pytest.raises(ValueError, match="no sentence"):  # the embedded model's one accepted answer, before
+        parse_induction('Good at" and.\nIt is bad at.', "t")
     with pytest.raises(ValueError, match="runaway"):
         parse_induction(" ".join(f"Good at case {i}." for i in range(40)), "t")
 

@@ -82,25 +82,31 @@ def check_entry(entry: dict) -> None:
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _BULLET = re.compile(r"^\s*(?:[-*•]+|\d+[.)])\s*")
 _PHRASE = re.compile(r"\b(not\s+)?(" + "|".join(PHRASES) + r")\b", re.I)
+# an entry names what the tool is good or bad at: at least one word after the phrase that is not one of these
+_FUNCTION_WORDS = {"a", "an", "and", "or", "but", "the", "of", "in", "on", "at", "to", "for", "with", "it", "is",
+                   "this", "that", "these", "those", "its"}
 
 
 def parse_induction(text: str, tool: str) -> list[dict]:
     """The entries of an induction answer: each sentence with a category phrase ("X is good at Y." -> good,
-    "Good at Y."), from the phrase on; negated ("not good at") and run-on sentences are left out, repeats kept
-    once. ValueError when no entry is left or there are more than MAX_ENTRIES (the answer is malformed)."""
+    "Good at Y."), from the phrase on; negated ("not good at") and run-on sentences, and ones naming nothing after
+    the phrase, are left out, repeats kept once. ValueError when no entry is left or there are more than MAX_ENTRIES (the answer is malformed)."""
     out, seen = [], set()
     for sentence in _SENTENCE.split(text):
         sentence = _BULLET.sub("", sentence).strip().strip('"')
         found = _PHRASE.search(sentence)
         if not found or found.group(1) or len(sentence) > MAX_TEXT:
             continue
+        if all(w.lower() in _FUNCTION_WORDS for w in re.findall(r"\w+", sentence[found.end():])):
+            continue  # "Good at" and." (seen from the embedded model): no capability named
         body = sentence[found.start(2):].rstrip(" .")
         body = body[0].upper() + body[1:] + "."
         if body.casefold() not in seen:
             seen.add(body.casefold())
             out.append({"tool": tool, "category": PHRASES[found.group(2).lower()], "text": body})
     if not out:
-        raise ValueError("no sentence starts with a category phrase (proficient at, good at, bad at, poor at)")
+        raise ValueError("no sentence names what the tool is good or bad at after a category phrase (proficient at, "
+                         "good at, bad at, poor at)")
     if len(out) > MAX_ENTRIES:
         raise ValueError(f"{len(out)} entries in one answer (at most {MAX_ENTRIES}): a runaway answer")
     return out
