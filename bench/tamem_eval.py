@@ -5,7 +5,7 @@ per question) beside the paper's TA-Mem and Mem0 rows, and the tool shares per c
 OUT/table.md.
 
     python bench/tamem_eval.py --out runs/tamem-eval/base [--model DIR] [--modes tamem,full] [--llm-notes]
-        [--extractor-url http://HOST/v1 --extractor-model NAME]   # LLM notes from another model
+        [--extractor-base-url http://HOST/v1 --extractor-model NAME]   # LLM notes from another model
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 from pathlib import Path
 
 from sculptor_rl.agent.chat import ChatFormat
@@ -31,14 +30,14 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="a checkpoint dir (default: the embedded model)")
     ap.add_argument("--modes", default=None, help="comma-separated (default: the config's)")
     ap.add_argument("--llm-notes", action="store_true", help="also extract notes with the model and run tamem on them")
-    ap.add_argument("--extractor-url", default=None, help="extract the LLM notes on this OpenAI-compatible endpoint "
-                    "instead (the paper extracts with GPT-4o-mini); implies --llm-notes")
+    ap.add_argument("--extractor-base-url", default=None, help="extract the LLM notes on this OpenAI-compatible "
+                    "endpoint instead (the paper extracts with GPT-4o-mini); implies --llm-notes")
     ap.add_argument("--extractor-model", default=None, help="the endpoint's model name")
-    ap.add_argument("--extractor-api-key", default=os.environ.get("OPENAI_API_KEY", "EMPTY"))
+    ap.add_argument("--api-key", default="EMPTY", help="the endpoint's API key")
     args = ap.parse_args()
-    if bool(args.extractor_url) != bool(args.extractor_model):
-        ap.error("--extractor-url and --extractor-model go together")
-    args.llm_notes = args.llm_notes or bool(args.extractor_url)
+    if bool(args.extractor_base_url) != bool(args.extractor_model):
+        ap.error("--extractor-base-url and --extractor-model go together")
+    args.llm_notes = args.llm_notes or bool(args.extractor_base_url)
     out = Path(args.out)
     cfg = EvalConfig.from_yaml("configs/eval/tamem_cpu.yaml", out=str(out), models=[args.model],
                                modes=args.modes.split(",") if args.modes else None)
@@ -50,9 +49,9 @@ def main() -> None:
     try:
         evaluate(cfg, engine=engine)
         if args.llm_notes:
-            extractor = engine if not args.extractor_url else make_engine(
+            extractor = engine if not args.extractor_base_url else make_engine(
                 "openai", args.extractor_model, fmt, SamplingConfig(temperature=0.0, seed=cfg.seed),
-                base_url=args.extractor_url, api_key=args.extractor_api_key)
+                base_url=args.extractor_base_url, api_key=args.api_key)
             report = extract_notes(tasks, extractor, fmt.tokenizer, out / "notes", retries=1, max_new_tokens=1024)
             print("extraction:", json.dumps(report))
             evaluate(dataclasses.replace(cfg, out=str(out / "llm-notes"), modes=["tamem"],

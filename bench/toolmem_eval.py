@@ -2,12 +2,12 @@
 score prediction and pair selection, beside the paper's reported gains (Tables 1-4).
 
     .venv/bin/python bench/toolmem_eval.py [--model CKPT] [--train-tasks 8] [--num 48] [--out runs/toolmem-eval]
-        [--induction-url http://HOST/v1 --induction-model NAME]   # induce the memory on another model
+        [--induction-base-url http://HOST/v1 --induction-model NAME]   # induce the memory on another model
 
 1. Training experiences: `--train-tasks` generated tasks x the 4 context strategies (train split, exact scores).
 2. The memory: the paper's induction (top-6 entries per category, refinement prompt, M <- (M \\ M_ctx) ∪ M_upd)
-   run on the model itself through one vLLM engine (greedy), or with --induction-url on any OpenAI-compatible
-   endpoint (the paper induces with the model it evaluates; a small model writes no usable entries);
+   run on the model itself through one vLLM engine (greedy), or with --induction-base-url on any
+   OpenAI-compatible endpoint (the paper induces with the model it evaluates; a small model writes no usable entries);
    `OUT/memory/induction.json` says how many answers were malformed, retried and given up on.
 3. `sculptor-rl eval --environment toolmem` (configs/eval/toolmem_cpu.yaml) on the same engine: `--num` predict
    records in all (predict, select, choose) of the test split, in the three modes; and the scripted teacher reading the
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 PAPER = "paper (GPT-4o-mini): MAE -14.8 % (text) / -28.7 % (image) vs GENERIC; selection accuracy +21 / +24 points"
@@ -61,12 +60,13 @@ def main() -> None:
     ap.add_argument("--induction-tokens", type=int, default=160)
     ap.add_argument("--retries", type=int, default=2, help="re-asks of a malformed induction answer (sampled)")
     ap.add_argument("--out", default="runs/toolmem-eval")
-    ap.add_argument("--induction-url", default=None, help="an OpenAI-compatible endpoint that induces the memory")
+    ap.add_argument("--induction-base-url", default=None,
+                    help="an OpenAI-compatible endpoint that induces the memory")
     ap.add_argument("--induction-model", default=None, help="the endpoint's model name")
-    ap.add_argument("--induction-api-key", default=os.environ.get("OPENAI_API_KEY", "EMPTY"))
+    ap.add_argument("--api-key", default="EMPTY", help="the endpoint's API key")
     args = ap.parse_args()
-    if bool(args.induction_url) != bool(args.induction_model):
-        ap.error("--induction-url and --induction-model go together")
+    if bool(args.induction_base_url) != bool(args.induction_model):
+        ap.error("--induction-base-url and --induction-model go together")
 
     from sculptor_rl.agent.chat import ChatFormat
     from sculptor_rl.engines import SamplingConfig, make_engine
@@ -85,9 +85,9 @@ def main() -> None:
     try:
         train = generate_experiences(args.train_tasks, 0, "train")
         inducer, tokenizer = engine, fmt.tokenizer
-        if args.induction_url:
+        if args.induction_base_url:
             inducer = make_engine("openai", args.induction_model, fmt, SamplingConfig(temperature=0.0, seed=0),
-                                  base_url=args.induction_url, api_key=args.induction_api_key)
+                                  base_url=args.induction_base_url, api_key=args.api_key)
             tokenizer = None  # a chat endpoint gets the messages, rendered by its own template
         induction = build_memory(train, out / "memory", inducer, tokenizer, retries=args.retries,
                                  max_new_tokens=args.induction_tokens)

@@ -90,7 +90,8 @@ _FUNCTION_WORDS = {"a", "an", "and", "or", "but", "the", "of", "in", "on", "at",
 def parse_induction(text: str, tool: str) -> list[dict]:
     """The entries of an induction answer: each sentence with a category phrase ("X is good at Y." -> good,
     "Good at Y."), from the phrase on; negated ("not good at") and run-on sentences, and ones naming nothing after
-    the phrase, are left out, repeats kept once. ValueError when no entry is left or there are more than MAX_ENTRIES (the answer is malformed)."""
+    the phrase, are left out, repeats kept once. ValueError when no entry is left or there are more than
+    MAX_ENTRIES (the answer is malformed)."""
     out, seen = [], set()
     for sentence in _SENTENCE.split(text):
         sentence = _BULLET.sub("", sentence).strip().strip('"')
