@@ -53,3 +53,12 @@ def test_bad_input_is_a_clear_error(tmp_path):
         main(["collect", "--teacher", "scripted", "--data", str(bad), "--out", str(tmp_path / "o.jsonl")])
     with pytest.raises(SystemExit):
         main(["data", "generate", "--task", "nope", "--num", "1", "--out", str(tmp_path / "x.jsonl")])
+
+
+def test_generate_help_names_every_family(capsys):
+    from sculptor_rl.tasks import ALL_FAMILIES
+
+    with pytest.raises(SystemExit):
+        main(["data", "generate", "--help"])
+    out = capsys.readouterr().out
+    assert all(name in out for name in ALL_FAMILIES)
