@@ -1,5 +1,5 @@
 """ToolMem on a model: induce the memory from training experiences, then GENERIC / FEW-SHOT / TOOLMEM on held-out
-score prediction and pair selection, beside the paper's reported gains (Tables 1-4).
+score prediction, pair selection and choosing a context strategy, beside the paper's reported gains (Tables 1-4).
 
     .venv/bin/python bench/toolmem_eval.py [--model CKPT] [--train-tasks 8] [--num 48] [--out runs/toolmem-eval]
         [--induction-base-url http://HOST/v1 --induction-model NAME]   # induce the memory on another model
@@ -11,7 +11,8 @@ score prediction and pair selection, beside the paper's reported gains (Tables 1
    `OUT/memory/induction.json` says how many answers were malformed, retried and given up on.
 3. `sculptor-rl eval --environment toolmem` (configs/eval/toolmem_cpu.yaml) on the same engine: `--num` predict
    records in all (predict, select, choose) of the test split, in the three modes; and the scripted teacher reading the
-   same memory (TOOLMEM mode) as a reference for what the memory itself carries.
+   same memory (TOOLMEM mode) as a reference for what the memory itself carries. A choose record is a two-turn
+   episode: the model names a strategy, then answers the task through that strategy's view of its context.
 """
 
 from __future__ import annotations
@@ -41,13 +42,14 @@ def table(results: dict, label: str) -> list[str]:
                     f"| {_fmt(s.get('accuracy'), s.get('accuracy_ci'))} | {_fmt(s.get('f1_lt'))} "
                     f"| {_fmt(s.get('f1_gt'))} "
                     f"| {_fmt(sp.get('accuracy'), sp.get('accuracy_ci'))} |")
-    rows += ["", f"| {label} mode | chosen strategy's mean score [95 % CI] | best per task | each strategy always |",
-             "|---|---|---|---|"]
+    rows += ["", f"| {label} mode | its answers through the chosen strategy [95 % CI] | the strategy's own answers "
+             "[95 % CI] | best per task | each strategy always |", "|---|---|---|---|---|"]
     for run in results["runs"]:
         c = run.get("toolmem", {}).get("choice")
         if c:
             fixed = ", ".join(f"{t} {v:.2f}" for t, v in c["fixed"].items())
-            rows.append(f"| {run['mode']} | {_fmt(c['chosen'], c['chosen_ci'])} | {c['oracle']:.3f} | {fixed} |")
+            rows.append(f"| {run['mode']} | {_fmt(c.get('solved'), c.get('solved_ci'))} "
+                        f"| {_fmt(c['chosen'], c['chosen_ci'])} | {c['oracle']:.3f} | {fixed} |")
     return rows
 
 
@@ -95,8 +97,10 @@ def main() -> None:
         for failed in induction["failed"][:3]:
             print("given up on", failed["id"], "- last answer:", repr(failed["answer"][:300]))
         print((out / "memory" / "toolmem.jsonl").read_text()[:3000])
+        # room for a choose record's second answer, the task's own (an mrcr reply runs to ~200 tokens)
         cfg = EvalConfig.from_yaml("configs/eval/toolmem_cpu.yaml", models=[args.model], num=args.num,
-                                   environment_params={"memory": str(out / "memory")}, out=str(out / "model"))
+                                   max_new_tokens=256, environment_params={"memory": str(out / "memory")},
+                                   out=str(out / "model"))
         model = evaluate(cfg, engine=engine)
     finally:
         engine.close()

@@ -1,23 +1,28 @@
 """ToolMem: experiences with exact feedback, the BiGGen Bench importer, the memory's update rule, validation and
-retry of the induction answers, retrieval per category, the metrics, the `toolmem` family and environment."""
+retry of the induction answers, retrieval per category, the metrics, the `toolmem` family and environment (the
+paper's A/B order of pairs; choosing a context strategy, then solving the task through its view)."""
 
 from __future__ import annotations
 
 import json
 import math
+from collections import defaultdict
+from types import SimpleNamespace
 
 import pytest
 
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
+from sculptor_rl.engines.base import Completion
 from sculptor_rl.envs import make_env_factory, params_of
 from sculptor_rl.envs.teachers import ScriptedTeacher
 from sculptor_rl.envs.toolmem import EXPERIENCES_FILE, MEMORY_FILE, ToolMemEnv
 from sculptor_rl.jsonl import write_jsonl
-from sculptor_rl.tasks import generate, load_tasks
+from sculptor_rl.tasks import babilong, generate, load_tasks
 from sculptor_rl.tasks import score as score_task
 from sculptor_rl.toolmem import family
 from sculptor_rl.toolmem.biggen import import_biggen
-from sculptor_rl.toolmem.experiences import FAMILY_MODULES, TOOLS, Tool, experience, generate_experiences, likert
+from sculptor_rl.toolmem.experiences import (CAPABILITY, FAMILY_MODULES, TOOLS, Tool, experience, generate_experiences,
+                                             likert, shown_with)
 from sculptor_rl.toolmem.memory import ToolMem, induce, parse_induction
 from sculptor_rl.toolmem.metrics import choice_metrics, prediction_metrics, selection_metrics
 
@@ -211,11 +216,12 @@ def test_choice_metrics_by_hand():
 
 def test_family_records(tmp_path):
     predict, select = generate("toolmem", 8, 0, kind="predict"), generate("toolmem", 8, 0, kind="select")
-    assert all(1 <= r["answer"] <= 5 for r in predict) and {r["answer"] for r in select} == {"A", "B"}
+    assert all(1 <= r["answer"] <= 5 for r in predict)
     for r in select:
         a, b = r["meta"]["experiences"]
         assert a["task_id"] == b["task_id"] and a["score"] != b["score"]
         assert r["answer"] == ("A" if a["score"] > b["score"] else "B")
+        assert family.capability(a["tool"]) < family.capability(b["tool"])  # paper §4: the more capable tool is A
     r = predict[0]
     assert family.score(r, f"Score: {r['answer']}") == 1.0 and family.score(r, "no idea") == 0.0
     assert family.score(r, str(6 - r["answer"])) == 1 - abs(6 - 2 * r["answer"]) / 4
@@ -223,6 +229,7 @@ def test_family_records(tmp_path):
     for r in choose:
         raws = {e["tool"]: e["raw"] for e in r["meta"]["experiences"]}
         assert set(raws) == set(TOOLS) and len(set(raws.values())) > 1 and raws[r["answer"]] == max(raws.values())
+        assert r["meta"]["source"]["id"] == r["meta"]["experiences"][0]["task_id"]  # the task the agent then solves
         worst = min(raws, key=raws.get)
         assert family.score(r, f"I pick {worst}, not {r['answer']}.") == raws[worst] and family.score(r, "A") == 0.0
     write_jsonl(predict + select + choose, tmp_path / "t.jsonl")
@@ -260,8 +267,9 @@ def test_env_modes_rewards_and_summary(memory_dir, fmt):
     for t in trajs:
         if t.info["kind"] == "predict":
             assert t.reward == -abs(t.info["predicted"] - t.info["true"][0])
-        elif t.info["kind"] == "choose":  # the teacher names a tool; the reward is what that tool's answer scored
+        elif t.info["kind"] == "choose":  # the teacher names a tool, then answers from its view as the tool's reader
             assert t.reward == t.score == t.info["raw"][t.info["tools"].index(t.info["predicted"])]
+            assert len(t.steps) == 2 and t.info["solver"] == "agent"
         else:
             assert t.reward == t.score == float(t.info["predicted"] == ("A" if t.info["true"][0] > t.info["true"][1]
                                                                           else "B"))
@@ -269,6 +277,77 @@ def test_env_modes_rewards_and_summary(memory_dir, fmt):
     assert summary["prediction"]["n"] == 4 and summary["selection"]["n"] == 4 and summary["choice"]["n"] == 4
     assert summary["prediction"]["mae"] == pytest.approx(
         sum(-t.reward for t in trajs if t.info["kind"] == "predict") / 4)
+    assert summary["choice"]["solved"] == pytest.approx(sum(t.score for t in trajs if t.info["kind"] == "choose") / 4)
+
+
+def test_capability_is_the_measured_order():
+    """CAPABILITY as its comment says: the tools by mean exact score on 400 train-split tasks, most capable first."""
+    raws = defaultdict(list)
+    for e in generate_experiences(400, 0, "train"):
+        raws[e["tool"]].append(e["raw"])
+    assert CAPABILITY == tuple(sorted(raws, key=lambda t: -sum(raws[t]) / len(raws[t])))
+
+
+def test_pairs_from_predictions_put_the_more_capable_tool_first():
+    """Paper §4: in a pair the more capable tool is A, so F1< counts the tasks where it does worse. On one task
+    truncate-1024 scored below bm25-256 and the predictions say so: a "worse" case (alphabetically bm25-256 would be
+    A and it would count as "better"); accuracy does not depend on the order."""
+    def predicted(tool, score):
+        info = {"kind": "predict", "task_id": "t", "tools": [tool], "predicted": score, "true": [score]}
+        return SimpleNamespace(info=info, score=1.0)
+
+    pairs = ToolMemEnv.summarize([predicted("bm25-256", 4), predicted("truncate-1024", 2)], "toolmem")
+    found = pairs["selection_from_predictions"]
+    assert (found["f1_lt"], found["f1_gt"], found["accuracy"]) == (1.0, None, 1.0)
+
+
+class Replies:
+    """An engine that gives the completions it is handed, in order: an episode driven by hand."""
+
+    max_model_len = None
+
+    def __init__(self, *texts: str):
+        self.texts = iter(texts)
+
+    def generate(self, requests):
+        return [Completion(text=next(self.texts)) for _ in requests]
+
+
+def _episode(task, fmt, *replies, **params):
+    traj, = run_rollouts([task], Replies(*replies), fmt, make_env_factory("toolmem", {"mode": "generic", **params}),
+                         LoopConfig(max_tool_calls=0), progress=False)
+    return traj
+
+
+def test_choose_then_solve_through_the_chosen_view(fmt):
+    """Kind choose, agent solver (the default), by hand on a babilong task: the first completion names a context
+    strategy, the next turn is the task with its context as that strategy shows it (the experiences' own view), and
+    the second completion is scored by babilong's scorer: right where the view holds the person's last move, wrong
+    where it does not."""
+    task = next(r for r in generate("toolmem", 8, 0, kind="choose") if r["meta"]["source"]["task"] == "babilong")
+    source = task["meta"]["source"]
+    raws = {e["tool"]: e["raw"] for e in task["meta"]["experiences"]}
+    sees, blind = max(raws, key=raws.get), min(raws, key=raws.get)
+    assert (raws[sees], raws[blind]) == (1.0, 0.0)
+    for tool, right in ((sees, True), (blind, False)):
+        view = shown_with(source, TOOLS[tool])
+        assert len(view) < len(source["messages"][0]["content"])
+        read = babilong.last_place(view, source["meta"]["person"])  # what the agent can find in what it is shown
+        assert (read == source["answer"]) == right
+        traj = _episode(task, fmt, f"I choose {tool}.", f"Answer: {read}")
+        assert traj.messages[-2]["role"] == "user" and traj.messages[-2]["content"].endswith(view)
+        assert (len(traj.steps), traj.answer, traj.info["predicted"]) == (2, f"Answer: {read}", tool)
+        assert traj.score == traj.reward == float(right)
+    # naming no tool ends the episode unscored; the `tool` solver scores the choice by the tool's own answer
+    none = _episode(task, fmt, "I cannot tell.")
+    assert (len(none.steps), none.info["predicted"], none.score) == (1, None, 0.0)
+    precomputed = _episode(task, fmt, f"I choose {sees}.", solver="tool")
+    assert (len(precomputed.steps), precomputed.score) == (1, 1.0)
+    with pytest.raises(ValueError, match="no meta.source"):
+        ToolMemEnv({**task, "meta": {k: v for k, v in task["meta"].items() if k != "source"}},
+                   params_of("toolmem", {"mode": "generic"}))
+    with pytest.raises(ValueError, match="unknown toolmem solver"):
+        params_of("toolmem", {"solver": "oracle"})
 
 
 def test_test_time_shows_the_top_12(tmp_path):

@@ -7,8 +7,9 @@ and give its parameters with `environment_params:` (`--environment-param K=V`):
 - `acm`: the ACM workspace (six context tools) over the task's messages; no parameters.
 - `memtool`: a MemTool session in which the agent manages its own tool set; `MemToolConfig`'s parameters
   (mode, limit and its rules, the history manager, an optional judge, loaded_tools_penalty).
-- `toolmem`: predict a tool's score on a task, or pick the better of two tools, with a memory of the tools in
-  context (ToolMem); `ToolMemParams` (mode generic|few-shot|toolmem, memory, top_k).
+- `toolmem`: predict a tool's score on a task, pick the better of two tools, or choose one and solve the task
+  through it, with a memory of the tools in context (ToolMem); `ToolMemParams` (mode generic|few-shot|toolmem,
+  memory, top_k, solver agent|tool).
 - `tamem`: a question about a long conversation answered through TA-Mem's ten memory tools; `TamemParams`
   (notes oracle|DIR of extracted notes, max_turns).
 - `memtoolagent`: WorkBench-style tool use (27 tools, outcome = final database state) with a memory of past

@@ -1,8 +1,9 @@
-"""The ToolMem environment (Xiao et al., 2025): predict a tool's score on a task, or pick the better of two tools,
-with a memory of the tools in context.
+"""The ToolMem environment (Xiao et al., 2025): predict a tool's score on a task, pick the better of two tools, or
+choose the tool to solve a task with and solve it, with a memory of the tools in context.
 
-A `toolmem` record (`sculptor_rl.toolmem.family`) asks for a 1-5 score (kind predict) or for "A"/"B" (kind
-select). The mode decides what the model knows of the tools (paper §3.1):
+A `toolmem` record (`sculptor_rl.toolmem.family`) asks for a 1-5 score (kind predict), for "A"/"B" (kind
+select, A the more capable tool of the pair) or for a tool's name (kind choose). The mode decides what the model
+knows of the tools (paper §3.1):
 - `generic`: the tool's description only (the record's own prompt);
 - `few-shot`: plus the top-`top_k` (12) training experiences of the tool, by BM25 against the task (raw
   examples: task prompt, rubric, score);
@@ -10,10 +11,17 @@ select). The mode decides what the model knows of the tools (paper §3.1):
 `memory` is a directory written by `build_memory`: `toolmem.jsonl` (the memory) and `experiences.jsonl` (the
 training experiences it was induced from, which few-shot retrieves). Every rollout reads the same file version.
 
+Kind choose, by `solver` (who answers the task once the tool is chosen; paper §2.3, memory-augmented solving):
+- `agent` (default): the next user turn is the task itself, its long context as the chosen tool shows it (the view
+  the tool's experiences were made with, `experiences.shown_with`), and the agent's answer to it is scored by the
+  task family's own scorer. A reply naming no tool ends the rollout with score 0;
+- `tool`: the chosen tool's fixed reader answers; the score is the one its experience recorded (one turn).
+
 Reward, from the exact scores: predict -|predicted - true| (-4 without a number), select 1 for the better tool,
-else 0, choose the exact score the chosen tool's answer got. `summarize` gives the paper's metrics: MAE, RMSE,
-Pearson (predict), F1</F1>/accuracy of the pairs (select; and for predict, the paper's §4 way: two predicted
-scores of one task compared); for choose, the mean score of the chosen tools beside the best and each fixed tool.
+else 0, choose the score above. `summarize` gives the paper's metrics: MAE, RMSE, Pearson (predict),
+F1</F1>/accuracy of the pairs (select; and for predict, the paper's §4 way: two predicted scores of one task
+compared, the more capable tool as A); for choose, the mean exact score of the chosen tools' own answers beside
+the best and each fixed tool, and with the agent solver the mean score of the agent's answers (`solved`).
 
 `build_memory` runs the induction (`toolmem.memory.induce`) on an engine (the policy's or an OpenAI-compatible
 endpoint); `teach` is a scripted teacher that predicts from the memory it is shown (SFT data).
@@ -27,19 +35,26 @@ from dataclasses import asdict, dataclass
 from itertools import combinations
 from pathlib import Path
 
+import numpy as np
+
 from ..engines.base import Request, SamplingConfig
 from ..jsonl import write_atomic, write_jsonl
 from ..memory import MemoryStore, bm25_scores, load_snapshot, top_k
 from ..memory.store import thaw
+from ..stats import bootstrap_mean
+from ..tasks import score as score_task
 from ..toolmem import family
+from ..toolmem.experiences import TOOLS, read_answer, shown_with
 from ..toolmem.memory import CATEGORIES, PHRASES, TEST_K, ToolMem, check_entry, induce, render_memory
 from ..toolmem.metrics import WORST_ERROR, choice_metrics, prediction_metrics, selection_metrics
 from .base import Env
 
-__all__ = ["MODES", "TOOLMEM_SYSTEM_PROMPT", "ToolMemEnv", "ToolMemParams", "build_memory", "teach"]
+__all__ = ["MODES", "SOLVERS", "TOOLMEM_SYSTEM_PROMPT", "ToolMemEnv", "ToolMemParams", "build_memory", "teach"]
 
 MODES = ("generic", "few-shot", "toolmem")
+SOLVERS = ("agent", "tool")
 TOOLMEM_SYSTEM_PROMPT = "You know the tools you work with: how well each one does on which tasks."
+VIEW_HEAD = "The task, its context as shown by "  # opens the turn after a choice (the teacher finds it by this)
 MEMORY_FILE, EXPERIENCES_FILE = "toolmem.jsonl", "experiences.jsonl"
 RETRY_TEMPERATURE = 0.7  # a malformed induction answer is asked again sampled
 
@@ -49,10 +64,13 @@ class ToolMemParams:
     mode: str = "toolmem"  # generic | few-shot | toolmem
     memory: str = ""  # directory written by build_memory (few-shot and toolmem need it)
     top_k: int = TEST_K  # entries per category (toolmem) or experiences (few-shot) shown
+    solver: str = "agent"  # kind choose: agent | tool, who answers the task through the chosen tool
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"unknown toolmem mode {self.mode!r}; choose one of {', '.join(MODES)}")
+        if self.solver not in SOLVERS:
+            raise ValueError(f"unknown toolmem solver {self.solver!r}; choose one of {', '.join(SOLVERS)}")
         if not isinstance(self.top_k, int) or isinstance(self.top_k, bool) or self.top_k < 1:
             raise ValueError(f"top_k must be an integer >= 1, got {self.top_k!r}")
         if not isinstance(self.memory, str):
@@ -82,7 +100,11 @@ class ToolMemEnv(Env):
             raise ValueError(f"the toolmem env runs {family.NAME!r} tasks, got {task.get('task')!r}")
         super().__init__(task, params, **kwargs)
         self.kind, self.exps = task["meta"]["kind"], task["meta"]["experiences"]
-        self.text: str | None = None
+        self.text: str | None = None  # the last answer
+        self.choice: str | None = None  # kind choose: the tool the first answer named
+        if self.kind == "choose" and self.params.solver == "agent" and "source" not in task["meta"]:
+            raise ValueError(f"toolmem record {task['id']!r} has no meta.source (the task the agent solves); "
+                             "generate it again, or use solver=tool")
         if self.params.mode != "generic":  # checked here, not in the params: a config may name a memory built later
             if not all((Path(self.params.memory) / f).is_file() for f in (MEMORY_FILE, EXPERIENCES_FILE)):
                 raise ValueError(f"the {self.params.mode} mode needs `memory`, a directory written by build_memory "
@@ -105,8 +127,25 @@ class ToolMemEnv(Env):
         return family.choice_prompt(self.kind, self.exps, memories, shots)
 
     def on_answer(self, text: str) -> bool:
+        """Kind choose: the first answer names the tool; with the agent solver the task follows, as that tool shows
+        it, and the agent's next answer is the one scored. Every other answer ends the rollout."""
+        if self.kind == "choose" and self.choice is None:
+            self.choice = family.parse_choice(text, [e["tool"] for e in self.exps])
+            if self.choice is not None and self.params.solver == "agent":
+                tool = TOOLS[self.choice]
+                self.append({"role": "user", "content": f"{VIEW_HEAD}{tool.name} ({tool.shown()}); answer its "
+                             f"question.\n\n{shown_with(self.task['meta']['source'], tool)}"})
+                return True
         self.text = text
         return False
+
+    def score(self, answer: str | None) -> float:
+        """Kind choose with the agent solver: the task family's scorer on the agent's answer to the task (0 when the
+        choice named no tool, or no answer came); else the toolmem family's scorer."""
+        if self.kind == "choose" and self.params.solver == "agent":
+            answered = self.choice is not None and answer is not None
+            return score_task(self.task["meta"]["source"], answer) if answered else 0.0
+        return super().score(answer)
 
     def reward(self, traj) -> float:
         if self.kind == "predict":
@@ -115,17 +154,19 @@ class ToolMemEnv(Env):
         return traj.score
 
     def info(self) -> dict:
-        text, tools = self.text or "", [e["tool"] for e in self.exps]
+        text = self.text or ""
         predicted = (family.parse_score(text) if self.kind == "predict" else
-                     family.parse_choice(text, tools if self.kind == "choose" else None))
+                     family.parse_choice(text) if self.kind == "select" else self.choice)
         return {"kind": self.kind, "predicted": predicted, "raw": [e["raw"] for e in self.exps],
-                "tools": tools, "true": [e["score"] for e in self.exps],
-                "task_id": self.exps[0]["task_id"], "family": self.exps[0]["family"]}
+                "tools": [e["tool"] for e in self.exps], "true": [e["score"] for e in self.exps],
+                "task_id": self.exps[0]["task_id"], "family": self.exps[0]["family"],
+                **({"solver": self.params.solver} if self.kind == "choose" else {})}
 
     @classmethod
     def summarize(cls, trajs: list, mode: str) -> dict:
-        """Predict: MAE/RMSE/Pearson, and selection from two predicted scores of one task (paper §4); select:
-        F1</F1>/accuracy of the direct choices; choose: the chosen tools' mean score beside the oracle's."""
+        """Predict: MAE/RMSE/Pearson, and selection from two predicted scores of one task (paper §4, the more
+        capable tool as A); select: F1</F1>/accuracy of the direct choices; choose: the chosen tools' mean score
+        beside the oracle's, and the agent's own (`solved`) when it answered through the views it chose."""
         out = {}
         predicts = [t.info for t in trajs if t.info.get("kind") == "predict"]
         if predicts:
@@ -133,7 +174,8 @@ class ToolMemEnv(Env):
             by_task = defaultdict(dict)
             for i in predicts:
                 by_task[i["task_id"]][i["tools"][0]] = (i["predicted"], i["true"][0])
-            pairs = [(ts[a], ts[b]) for ts in by_task.values() for a, b in combinations(sorted(ts), 2)]
+            pairs = [(ts[a], ts[b]) for ts in by_task.values()
+                     for a, b in combinations(sorted(ts, key=family.capability), 2)]
             out["selection_from_predictions"] = selection_metrics(
                 [a[0] for a, _ in pairs], [b[0] for _, b in pairs], [a[1] for a, _ in pairs], [b[1] for _, b in pairs])
         selects = [t.info for t in trajs if t.info.get("kind") == "select"]
@@ -142,9 +184,12 @@ class ToolMemEnv(Env):
             out["selection"] = selection_metrics([None if c is None else float(c == "A") for c in choice],
                                                  [None if c is None else float(c == "B") for c in choice],
                                                  [i["true"][0] for i in selects], [i["true"][1] for i in selects])
-        chooses = [t.info for t in trajs if t.info.get("kind") == "choose"]
+        chooses = [t for t in trajs if t.info.get("kind") == "choose"]
         if chooses:
-            out["choice"] = choice_metrics(chooses)
+            out["choice"] = choice_metrics([t.info for t in chooses])
+            solved = [t.score for t in chooses if t.info["solver"] == "agent"]
+            if solved:
+                out["choice"].update(solved=float(np.mean(solved)), solved_ci=list(bootstrap_mean(solved)))
         return out
 
 
@@ -198,8 +243,11 @@ def _from_memory(section: str, query: str) -> float:
 
 
 def teach(task: dict, messages: list[dict], tools=None) -> str:
-    """The score (predict) or the tool (select, choose) the memory lines in the user message point to.
-    Deterministic; reads only what the model is shown (never the answer)."""
+    """The score (predict) or the tool (select, choose) the memory lines in the user message point to; after a
+    choice, the answer the chosen tool's reader finds in the view shown. Deterministic; reads only what the model
+    is shown (never the answer)."""
+    if messages[-1]["role"] == "user" and messages[-1]["content"].startswith(VIEW_HEAD):
+        return read_answer(task["meta"]["source"], messages[-1]["content"])
     user = next(m["content"] for m in messages if m["role"] == "user")
     kind, exps = task["meta"]["kind"], task["meta"]["experiences"]
     query = exps[0]["prompt"]

@@ -10,7 +10,8 @@ task, as in the paper's neural tools:
 - `bm25-B`: the context in ~200-token chunks of whole lines, the chunks BM25 ranks best for the question kept up
   to B tokens in document order — good where the question names the fact (a person's moves), weak on multi-hop
   chains (only the first link is named) and on an i-th occurrence (an earlier one may be dropped).
-Token counts are chars/4 estimates, as in `sculptor_rl.tasks`.
+Token counts are chars/4 estimates, as in `sculptor_rl.tasks`. `CAPABILITY` ranks the tools as the paper ranks
+its pairs (§4: the more capable tool is A); `shown_with` is what an agent that chose a tool reads (the same view).
 
 An experience (one JSON object, the unit ToolMem learns from and is tested on):
 
@@ -31,7 +32,8 @@ from ..memory.retrieval import bm25_scores
 from ..tasks import babilong, mrcr, needlebench, pi_llm
 from ..tasks.common import context_spans, render_value, task_rng
 
-__all__ = ["FAMILY_SIZES", "RUBRIC", "SPLITS", "TOOLS", "Tool", "experience", "generate_experiences", "likert"]
+__all__ = ["CAPABILITY", "FAMILY_SIZES", "RUBRIC", "SPLITS", "TOOLS", "Tool", "experience", "generate_experiences",
+           "generate_tasks", "likert", "read_answer", "shown_with"]
 
 CHUNK_TOKENS = 200  # bm25 chunks (the bm25 baseline's default)
 SPLITS = {"train": 0, "test": 1_000_000}  # generator seed offsets: disjoint task sets
@@ -109,11 +111,16 @@ class Tool:
 
 TOOLS = {t.name: t for t in (Tool(f"{kind}-{budget}", kind, budget)
                              for kind in ("truncate", "bm25") for budget in (256, 1024))}
+# The tools, most capable first: the paper's pairs put the more capable tool on the left (A), so that F1< measures
+# finding where it does worse. Mean exact score on 400 train-split tasks (seed 0): bm25-1024 0.84, truncate-1024
+# 0.76, truncate-256 0.38, bm25-256 0.37 (the last two nearly tied).
+CAPABILITY = ("bm25-1024", "truncate-1024", "truncate-256", "bm25-256")
 
 
 # ---- readers: the answer a solver gives from the visible text (the family's own parsing) ----
 
-def _read(record: dict, visible: str) -> str:
+def read_answer(record: dict, visible: str) -> str:
+    """A tool's answer: what its fixed reader finds in `visible` for the record's question."""
     meta, family = record["meta"], record["task"]
     if family == pi_llm.NAME:
         found = {key: re.findall(rf"^{re.escape(key)}: (\S+)$", visible, re.M) for key in meta["asked_keys"]}
@@ -134,12 +141,24 @@ def _prompt(record: dict) -> str:
             f"{intro}\n[... the long context ...]\n{meta['question']}")
 
 
+def _span(record: dict) -> tuple[int, int, int]:
+    (span,) = context_spans(record)  # a generated record's context is one span of one message
+    return span
+
+
+def shown_with(record: dict, tool: Tool) -> str:
+    """The record's message with its long context as `tool` shows it (the rest, the question with it, kept)."""
+    i, start, end = _span(record)
+    content = record["messages"][i]["content"]
+    return content[:start] + tool.view(content[start:end], record["meta"]["question"]) + content[end:]
+
+
 def experience(record: dict, tool: Tool) -> dict:
     """`tool` on one generated long-context task record, scored exactly by the family's scorer."""
-    (i, start, end), = context_spans(record)
+    i, start, end = _span(record)
     context = record["messages"][i]["content"][start:end]
     visible = tool.view(context, record["meta"]["question"])
-    solution = _read(record, visible)
+    solution = read_answer(record, visible)
     raw = FAMILY_MODULES[record["task"]].score(record, solution)
     gold = FAMILY_MODULES[record["task"]].render_answer(record["answer"])
     total = max(1, -(-len(context) // 4))
@@ -151,21 +170,25 @@ def experience(record: dict, tool: Tool) -> dict:
             "raw": raw, "score": likert(raw), "rubric": RUBRIC, "feedback": feedback}
 
 
-def generate_experiences(num_tasks: int, seed: int = 0, split: str = "train",
-                         tools: list[str] | None = None) -> list[dict]:
-    """Every tool's experience on `num_tasks` generated tasks (families in turn, sizes drawn from FAMILY_SIZES),
-    deterministic by (seed, split); train and test draw from disjoint generator seeds."""
+def generate_tasks(num_tasks: int, seed: int = 0, split: str = "train") -> list[dict]:
+    """`num_tasks` long-context task records (families in turn, sizes drawn from FAMILY_SIZES), deterministic by
+    (seed, split); train and test draw from disjoint generator seeds."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
-    unknown = [name for name in tools or [] if name not in TOOLS]
-    if unknown:
-        raise ValueError(f"unknown tool {unknown[0]!r} (known: {', '.join(TOOLS)})")
-    chosen = [TOOLS[name] for name in tools or TOOLS]
     families = list(FAMILY_SIZES)
     out = []
     for index in range(num_tasks):
         family = families[index % len(families)]
         params = task_rng("toolmem", seed, index).choice(FAMILY_SIZES[family])
-        record, = FAMILY_MODULES[family].generate(1, SPLITS[split] + seed * 10_000 + index, **params)
-        out += [experience(record, tool) for tool in chosen]
+        out += FAMILY_MODULES[family].generate(1, SPLITS[split] + seed * 10_000 + index, **params)
     return out
+
+
+def generate_experiences(num_tasks: int, seed: int = 0, split: str = "train",
+                         tools: list[str] | None = None) -> list[dict]:
+    """Every tool's experience on the tasks `generate_tasks` draws, task by task."""
+    unknown = [name for name in tools or [] if name not in TOOLS]
+    if unknown:
+        raise ValueError(f"unknown tool {unknown[0]!r} (known: {', '.join(TOOLS)})")
+    chosen = [TOOLS[name] for name in tools or TOOLS]
+    return [experience(record, tool) for record in generate_tasks(num_tasks, seed, split) for tool in chosen]

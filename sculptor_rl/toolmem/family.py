@@ -5,14 +5,18 @@ tools' answers or feedback, only the task as `experience["prompt"]` states it:
 - kind `predict`: one (task, tool) experience; answer its 1-5 score. Scored 1 - |predicted - true| / 4 (0
   without a number);
 - kind `select`: two tools A and B on one task with unequal scores (the pairs the paper's selection metrics
-  count); answer "A" or "B", the one that scored higher. Scored 1 or 0. Which tool is A is drawn per pair;
+  count); answer "A" or "B", the one that scored higher. Scored 1 or 0. A is the more capable tool of the pair
+  (`experiences.CAPABILITY`), as in the paper's pairs (§4, "more capable model is on the left"), so F1< ("worse")
+  measures finding the tasks where the stronger tool does worse, F1> ("better") those where it does better;
 - kind `choose`: every tool on one task whose tools' scores differ; answer the name of the tool to solve it with.
-  Scored by what that tool's answer scored exactly (in [0, 1]): picking the context strategy before solving.
+  `meta.source` is that task's own record. Scored here by what that tool's answer scored exactly (in [0, 1]); the
+  `toolmem` environment by default has the agent answer the task itself through the chosen tool's view instead.
 A record's user message is the paper's GENERIC prompt (§B.2: the memory is the tool's description); the
 `toolmem` environment shows its FEW-SHOT or TOOLMEM memory in its place (`predict_prompt`, `choice_prompt`).
 
     {"id": "toolmem-predict-test-s0-00003", "task": "toolmem", "messages": [...], "answer": 4 | "A" | "B" | <tool>,
-     "meta": {"kind": "predict" | "select" | "choose", "bucket": "<kind>/<family>", "experiences": [<exp>, ...]}}
+     "meta": {"kind": "predict" | "select" | "choose", "bucket": "<kind>/<family>", "experiences": [<exp>, ...],
+              "source": <the task record> (choose)}}
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ NAME = "toolmem"
 KINDS = ("predict", "select", "choose")
 TASK_HEAD = "\n\nThe tools answer the following task prompt: "  # ends the tools' sections of a choice prompt
 
-__all__ = ["KINDS", "NAME", "TASK_HEAD", "choice_prompt", "generate", "parse_choice", "parse_score", "predict_prompt",
-           "render_answer", "score", "tool_description"]
+__all__ = ["KINDS", "NAME", "TASK_HEAD", "capability", "choice_prompt", "generate", "parse_choice", "parse_score",
+           "predict_prompt", "render_answer", "score", "tool_description"]
 
 
 def tool_description(tool: str) -> str:
@@ -79,14 +83,15 @@ def choice_prompt(kind: str, exps: list[dict], memories: list[str], examples: li
 def generate(num: int, seed: int = 0, kind: str = "predict", split: str = "test") -> list[dict]:
     """`num` records of `kind` from `split` experiences (deterministic by seed)."""
     from ..tasks.common import check_range
-    from .experiences import TOOLS, generate_experiences
+    from .experiences import TOOLS, experience, generate_tasks
 
     check_range("num", num, 0)
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     tasks = max(1, -(-num // len(TOOLS)))
     while True:  # select: as many tasks as it takes to find `num` pairs with unequal scores
-        items = _items(generate_experiences(tasks, seed, split), kind, len(TOOLS), seed)
+        sources = {r["id"]: r for r in generate_tasks(tasks, seed, split)}
+        items = _items([experience(r, tool) for r in sources.values() for tool in TOOLS.values()], kind, len(TOOLS))
         if len(items) >= num:
             break
         if tasks > 100 * (num + 1):
@@ -100,17 +105,17 @@ def generate(num: int, seed: int = 0, kind: str = "predict", split: str = "test"
             prompt = choice_prompt(kind, exps, [tool_description(e["tool"]) for e in exps])
             best = max(exps, key=lambda e: e["raw"])  # the first of the best
             answer = "AB"[exps.index(best)] if kind == "select" else best["tool"]
+        meta = {"kind": kind, "bucket": f"{kind}/{exps[0]['family']}", "experiences": exps}
+        if kind == "choose":  # what the agent solves after its choice (envs.toolmem)
+            meta["source"] = sources[exps[0]["task_id"]]
         records.append({"id": f"{NAME}-{kind}-{split}-s{seed}-{index:05d}", "task": NAME,
-                        "messages": [{"role": "user", "content": prompt}], "answer": answer,
-                        "meta": {"kind": kind, "bucket": f"{kind}/{exps[0]['family']}", "experiences": exps}})
+                        "messages": [{"role": "user", "content": prompt}], "answer": answer, "meta": meta})
     return records
 
 
-def _items(experiences: list[dict], kind: str, tools: int, seed: int) -> list[list[dict]]:
-    """One experience per predict record; per select record, two tools of one task with unequal scores; per choose
-    record, all tools of one task unless they all scored the same."""
-    from ..tasks.common import task_rng
-
+def _items(experiences: list[dict], kind: str, tools: int) -> list[list[dict]]:
+    """One experience per predict record; per select record, two tools of one task with unequal scores, the more
+    capable first; per choose record, all tools of one task unless they all scored the same."""
     if kind == "predict":
         return [[e] for e in experiences]
     items = []
@@ -119,10 +124,17 @@ def _items(experiences: list[dict], kind: str, tools: int, seed: int) -> list[li
         if kind == "choose":
             items += [group] if len({e["raw"] for e in group}) > 1 else []
             continue
-        for a, b in combinations(group, 2):
+        for a, b in combinations(sorted(group, key=lambda e: capability(e["tool"])), 2):
             if a["score"] != b["score"]:
-                items.append([a, b] if task_rng(NAME, seed, len(items)).random() < 0.5 else [b, a])
+                items.append([a, b])
     return items
+
+
+def capability(tool: str) -> int:
+    """The tool's rank, 0 the most capable (`experiences.CAPABILITY`): what sorts a pair into A and B."""
+    from .experiences import CAPABILITY
+
+    return CAPABILITY.index(tool)
 
 
 def parse_score(response: str) -> int | None:

@@ -2,7 +2,8 @@
 
 - score prediction: MAE, RMSE and Pearson's r between predicted and true 1-5 scores (an unparsed prediction
   counts as the worst error the scale allows, 4, so a model cannot gain by not answering);
-- tool selection on pairs (A, B) of one task with unequal true scores: `<` is "A scores below B". With TP< the
+- tool selection on pairs (A, B) of one task with unequal true scores, A the more capable tool of the two (the
+  paper's pairs put it on the left): `<` ("worse") is "A scores below B", `>` ("better") "above". With TP< the
   pairs predicted and truly `<`, P< the pairs predicted `<`, R< the pairs truly `<` (and the same for `>`):
   F1< = 2 TP< / (P< + R<), F1> = 2 TP> / (P> + R>), accuracy = (TP< + TP>) / |D|. A prediction of a tie is in
   neither P< nor P>, so it counts as wrong;
