@@ -8,6 +8,7 @@ import yaml
 
 from sculptor_rl.cli import main as cli_main
 from sculptor_rl.train.rl import SculptorGRPOConfig, check_config, main
+from sculptor_rl.train.rl_config import plan
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,10 +50,24 @@ def config(**kw):
     (dict(engine="openai", per_device_train_batch_size=8), "engine must be one of"),
     (dict(engine="ray", ray_num_workers=0, per_device_train_batch_size=8), "ray_num_workers"),
     (dict(tasks="", per_device_train_batch_size=8), "set `tasks:`"),
+    (dict(memory_updates="always", per_device_train_batch_size=8), "memory_updates must be one of"),
+    (dict(memory_updates="rules", per_device_train_batch_size=8), "needs environment memtoolagent, not 'acm'"),
+    (dict(memory_updates="rules", environment="memtoolagent", per_device_train_batch_size=8),
+     "set environment_params.memory"),
+    (dict(memory_updates="policy", environment="memtoolagent", environment_params={"retrieval": "topk"},
+          per_device_train_batch_size=8), "set environment_params.memory"),
 ])
 def test_check_config_names_the_problem(kw, message):
     with pytest.raises(ValueError, match=message):
         check_config(config(**kw))
+
+
+def test_plan_names_a_growing_memory():
+    memtoolagent = dict(per_device_train_batch_size=8, environment="memtoolagent",
+                        environment_params={"memory": "m.jsonl"})
+    assert "\nmemory " not in plan(config(**memtoolagent))
+    shown = plan(config(**memtoolagent, memory_updates="rules"))
+    assert "memory       m.jsonl grows by one entry per task group" in shown and "/tmp/unused/memory/" in shown
 
 
 def test_validate_reports_a_bad_config_without_a_traceback(tmp_path, capsys):

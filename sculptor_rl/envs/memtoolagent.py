@@ -13,8 +13,9 @@ JSONL store (entries m = (query, calls, feedback, reflection)), read as an immut
 of a GRPO group sees the same one. Entries similar to the task's query (BM25 over the stored queries) are chosen
 by `retrieval` (none | topk | dynamic: the paper's Dynamic "n", Algorithm 1) and shown in the system prompt as
 the paper's Figure 10 does. `reflections: false` shows failed entries without their reflection (the ablation
-"w/o memory extractor"). Nothing the agent does in an episode changes the memory: a driver
-(`sculptor_rl.crossepisode`, `sculptor-rl memory build`) adds entries between rounds.
+"w/o memory extractor"). Nothing the agent does in an episode changes the memory: a driver adds entries between
+rounds (`sculptor_rl.crossepisode`, `sculptor-rl memory build`; the RL trainer's `memory_updates`), each round's
+made by `round_entries` (§3.2, memory extraction), failures critiqued by a `Reflector`.
 """
 
 from __future__ import annotations
@@ -22,16 +23,21 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from typing import Callable
 
-from ..memory import check_entry, load_snapshot, render_entries
+from ..engines.base import Request, SamplingConfig
+from ..memory import check_entry, load_snapshot, make_entry, render_entries
+from ..memory.entry import render_call
 from ..memory.retrieval import RETRIEVALS, bm25_scores, select
 from ..memory.store import thaw
 from ..toolcalls import ToolResult
+from ..trajectory import Trajectory
 from ..workbench import metrics, nestful, sandbox
 from ..workbench import tasks as workbench_tasks
 from .base import Env, with_system
 
-__all__ = ["MEMTOOLAGENT_SYSTEM_PROMPT", "MEMORY_PROMPT", "MemToolAgentEnv", "MemToolAgentParams"]
+__all__ = ["MEMTOOLAGENT_SYSTEM_PROMPT", "MEMORY_PROMPT", "REFLECTION_PROMPT", "MemToolAgentEnv", "MemToolAgentParams",
+           "Reflector", "engine_reflector", "execution_text", "round_entries", "rule_reflector"]
 
 # the paper's Figure 10, with one line on how an episode ends (the loop's contract)
 MEMTOOLAGENT_SYSTEM_PROMPT = (
@@ -191,3 +197,85 @@ class MemToolAgentEnv(Env):
                 "template": self.meta.get("template"),
                 "query": self.query, "calls": self.calls, "results": self.results, "gold": self.task.get("answer"),
                 "outcome": self.outcome(), "retrieved": [e["query"] for e in self.retrieved]}
+
+
+# ---- memory extraction (§3.2): the entries a round of episodes adds ----
+
+# the paper's Figure 6 (memory extraction for general-purpose tool use)
+REFLECTION_PROMPT = (
+    "You are an agent responsible for analyzing the INCORRECT execution of a tool-use agent.\n"
+    "{date_rules}\n"
+    "The agent had access to these tools:\n{tools}\n"
+    "Here are similar queries, their executions, and user feedback:\n{similar}\n"
+    "For each query where user feedback indicates incorrect execution, reflect on what went wrong and use these "
+    "insights.\n"
+    "The whole agent execution including tool calls and corresponding responses is:\n{execution}\n"
+    "Check if the agent used a correct order of tools\n"
+    "Check if the agent hallucinated any tool parameters\n"
+    "Check if the agent used wrong values for tool parameters\n"
+    "Check if the agent only used the information from tools or directly from user.\n"
+    "Check if the agent had a correct temporal and conditional reasoning.\n"
+    "Before sending any error message, verify you're not contradicting yourself\n"
+    "Remember this is a wrong response, there is at least one mistake in tool usage\n"
+    "Reflect on the query, response, and other similar queries to catch the mistake, try to keep your response "
+    "short.")
+
+Reflector = Callable[[Trajectory, list[dict]], str]  # (a failed rollout, the similar entries) -> reflection
+
+
+def execution_text(traj: Trajectory) -> str:
+    """The calls a rollout made and what each returned, then its final reply."""
+    lines = []
+    for step in traj.steps:
+        for c in step.calls:
+            call = {"name": c["name"], "arguments": c["arguments"] if isinstance(c["arguments"], dict) else {}}
+            lines.append(f"{render_call(call) if c['name'] else '(unparsable call)'} -> {c['result'][:300]}")
+    lines.append(f"Final reply: {traj.answer if traj.answer is not None else '(none: ' + traj.stop_reason + ')'}")
+    return "\n".join(lines)
+
+
+def rule_reflector(traj: Trajectory, similar: list[dict]) -> str:
+    """An offline critique without a model: the failed calls and their errors (labelled as such)."""
+    failed = [f"{c['name']}: {c['result'][:160]}" for s in traj.steps for c in s.calls if not c["ok"]]
+    if failed:
+        return "Automatic critique, no LLM: these calls failed: " + "; ".join(failed)
+    return "Automatic critique, no LLM: every call ran, but the final state was wrong; check the parameter values."
+
+
+def engine_reflector(engine, fmt, tools: list[dict], max_new_tokens: int = 256,
+                     sampling: SamplingConfig | None = None) -> Reflector:
+    """Reflections from an LLM behind `engine` (the policy's, or an `openai` engine on another endpoint); `fmt`:
+    the policy's chat format (`agent.chat.ChatFormat`)."""
+    tool_text = "\n".join(f"- {t['function']['name']}: {t['function']['description']}" for t in tools)
+
+    def reflect(traj: Trajectory, similar: list[dict]) -> str:
+        prompt = REFLECTION_PROMPT.format(
+            date_rules=MEMTOOLAGENT_SYSTEM_PROMPT.split("\n")[0], tools=tool_text,
+            similar=render_entries(similar) or "(none)", execution=execution_text(traj))
+        messages = [{"role": "system", "content": prompt},
+                    {"role": "user", "content": f"Query: {traj.info.get('query')}\nUser feedback: Incorrect"}]
+        ids = fmt.encode(fmt.text(messages, add_generation_prompt=True))
+        out = engine.generate([Request(prompt_ids=ids, messages=messages, max_new_tokens=max_new_tokens,
+                                       sampling=sampling or SamplingConfig(temperature=0.0))])
+        return out[0].text.strip() or "(empty reflection)"
+
+    return reflect
+
+
+def round_entries(trajs: list[Trajectory], num_generations: int, params: MemToolAgentParams,
+                  reflect: Reflector | None = None, **tags) -> list[dict]:
+    """The entries m = (q, a, f, r) a round adds (§3): one per task, whose rollouts are each consecutive run of
+    `num_generations` in `trajs` (a GRPO group). The entry is a successful rollout's if any, else the first's: its
+    query, its calls, f = its outcome (1 right, 0 wrong) and for f = 0 `reflect`'s critique, given the entries the
+    agent saw (retrieved as the env does from `params.memory`, the round's snapshot). `tags` (round=, step=) are
+    kept in every entry."""
+    entries = []
+    for i in range(0, len(trajs), num_generations):
+        group = trajs[i:i + num_generations]
+        best = next((t for t in group if t.score == 1.0), group[0])
+        feedback = int(best.score == 1.0)
+        info = best.info
+        reflection = reflect(best, retrieve(info["query"], params)) if reflect is not None and not feedback else None
+        entries.append(make_entry(info["query"], info["calls"], feedback, reflection, task_id=best.task_id,
+                                  domain=info.get("domain"), **tags))
+    return entries

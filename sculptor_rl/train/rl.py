@@ -40,6 +40,15 @@ Choices, briefly:
   output_dir/engine-weights, one copy that rank 0 writes (on a cluster output_dir must be shared with the
   rollout nodes). Server mode uses TRL's `VLLMGeneration.sync_weights` (NCCL; gathers ZeRO-3 shards and merges
   LoRA). TRL's own `use_vllm` stays off.
+- Cross-episode memory (`memory_updates`, MemToolAgent; §3 of Er et al. as `sculptor_rl.crossepisode` runs it):
+  each round's rollouts, every group's alike, read one frozen snapshot of the store, written before the round to
+  output_dir/memory/step-N.jsonl (N: the step it trains, as in rollouts/) and not touched after; after the
+  rollouts each task group adds one entry (`envs.memtoolagent.round_entries`), and the store is saved
+  (atomically) to environment_params.memory, and with every checkpoint (`memory.jsonl` in it). A resumed run
+  starts from the checkpoint's copy (the store file may already hold rounds the stopped run made after it) and
+  writes the snapshots of the steps it redoes again. With several processes every rank's entries are gathered,
+  every rank adds them (identical copies), only the main process writes the files, and the others wait for the
+  snapshot before reading it: output_dir must be one filesystem for all ranks (as for checkpoints).
 - DeepSpeed on CPU: without a GPU accelerate picks no backend and reports one process per rank (every rank
   would read the same rows) while DeepSpeed's gloo group spans them all; `ddp_backend: gloo` makes accelerate
   use that group. The trainer refuses to start when the two disagree.
@@ -56,13 +65,16 @@ from pathlib import Path
 
 import torch
 from accelerate.utils import gather_object
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 from trl import GRPOTrainer
 
 from ..agent.chat import ChatFormat
 from ..agent.loop import LoopConfig, run_rollouts
 from ..config import parse_command
 from ..engines import SamplingConfig, make_engine
-from ..envs import RewardConfig, make_env_factory
+from ..envs import ENVS, RewardConfig, make_env_factory, params_of
+from ..envs.memtoolagent import engine_reflector, round_entries, rule_reflector
+from ..memory import MemoryStore, check_entry
 from ..metrics import summarize
 from ..models import resolve_model
 from ..samples import Sample, build_samples, trim
@@ -77,6 +89,8 @@ from .sft import _last_checkpoint, check_process_group, save_final
 from .shared_prefix import pack, token_logprobs
 
 log = logging.getLogger(__name__)
+MEMORY_FILE = "memory.jsonl"  # a checkpoint's copy of the memory store (memory_updates)
+
 
 def env_reward(trajectories, **kwargs) -> list[float]:
     """What TRL's `GRPOTrainer` holds as its reward function: each rollout's reward as its environment computed
@@ -163,6 +177,12 @@ class SculptorGRPOTrainer(GRPOTrainer):
         self._synced_step = None if engine is not None else 0  # a given engine may hold other weights
         self._rollout_time = 0.0  # spent preparing inputs in the current micro-step (not training)
         self._train_time = 0.0
+        self.memory = self.reflect = None  # the cross-episode store (memory_updates), and its failures' critic
+        if args.memory_updates != "none":
+            path = Path(args.environment_params["memory"])
+            self.memory = MemoryStore.load(path, check_entry) if path.exists() else MemoryStore(check=check_entry)
+            self.reflect = (engine_reflector(self.engine, fmt, ENVS[args.environment].tools)
+                            if args.memory_updates == "policy" else rule_reflector)
 
     # ---- engine and weight sync ----
 
@@ -239,6 +259,47 @@ class SculptorGRPOTrainer(GRPOTrainer):
             self.engine.reload_weights(str(where))
         self._synced_step = self.state.global_step
 
+    # ---- the cross-episode memory (memory_updates) ----
+
+    def _memory_snapshot(self) -> str:
+        """The round's memory: the store frozen into a file every rank's rollouts read (written by the main
+        process; the others wait for it)."""
+        path = Path(self.args.output_dir) / "memory" / f"step-{self.state.global_step + 1:06d}.jsonl"
+        if self.accelerator.is_main_process:
+            self.memory.frozen().save(path)
+        self.accelerator.wait_for_everyone()
+        return str(path)
+
+    def _grow_memory(self, entries: list[dict]) -> None:
+        """Every rank's entries of the round, in rank order, added to the store; the main process saves it."""
+        everyone = gather_object(entries)
+        for entry in everyone:
+            self.memory.add(entry)
+        if self.accelerator.is_main_process:
+            self.memory.save(self.args.environment_params["memory"])
+            log.info("memory: %d entries added (every rank's), %d saved to %s", len(everyone), len(self.memory),
+                     self.args.environment_params["memory"])
+        self._metrics["train"]["memory_entries"].append(float(len(self.memory)))
+
+    def _save_checkpoint(self, model, trial):
+        if self.memory is not None and self.args.should_save:  # before trainer_state.json, which marks it whole
+            folder = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            self.memory.save(folder / MEMORY_FILE)
+        super()._save_checkpoint(model, trial)
+
+    def train(self, resume_from_checkpoint=None, **kwargs):
+        """Transformers' `train`; resuming with memory_updates, the store is the checkpoint's copy."""
+        if self.memory is not None and resume_from_checkpoint:
+            if resume_from_checkpoint is True:
+                resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+            copy = Path(resume_from_checkpoint) / MEMORY_FILE
+            if copy.exists():
+                self.memory = MemoryStore.load(copy, check_entry)
+            else:
+                log.warning("%s holds no memory store (saved without memory_updates?): going on from %s",
+                            resume_from_checkpoint, self.args.environment_params["memory"])
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
     # ---- one generation round ----
 
     def _prepare_inputs(self, rows):
@@ -264,13 +325,21 @@ class SculptorGRPOTrainer(GRPOTrainer):
         self.sync_engine()
         t1 = time.perf_counter()
         tasks = self._local_tasks(rows)
-        make_env = make_env_factory(args.environment, args.environment_params,
+        params = args.environment_params
+        if self.memory is not None:  # every rollout of the round, each group's alike, reads this one snapshot
+            params = {**params, "memory": self._memory_snapshot()}
+        make_env = make_env_factory(args.environment, params,
                                     seed=hash((args.seed, self.state.global_step, self.rank)) % 2**31,
                                     reward=RewardConfig.of(args), tokenizer=self.processing_class)
 
         def rollouts():
-            return run_rollouts(tasks, self.engine, self.fmt, make_env, LoopConfig.of(args),
-                                self.num_generations, progress=self.accelerator.is_main_process)
+            trajs = run_rollouts(tasks, self.engine, self.fmt, make_env, LoopConfig.of(args),
+                                 self.num_generations, progress=self.accelerator.is_main_process)
+            if self.memory is None:
+                return trajs, []
+            # here, so that the policy critiques (memory_updates: policy) as it generated (hf: in eval mode)
+            return trajs, round_entries(trajs, self.num_generations, params_of(args.environment, params),
+                                        self.reflect, step=self.state.global_step + 1)
 
         if args.engine == "hf":  # the policy generates: ZeRO-3 shards gathered, in evaluation mode
             from trl.models import unwrap_model_for_generation
@@ -278,10 +347,12 @@ class SculptorGRPOTrainer(GRPOTrainer):
             with unwrap_model_for_generation(self.model_wrapped, self.accelerator,
                                              gather_deepspeed3_params=args.ds3_gather_for_generation) as unwrapped:
                 self.engine.model = unwrapped.eval()
-                trajs = rollouts()
+                trajs, entries = rollouts()
                 unwrapped.train()
         else:
-            trajs = rollouts()
+            trajs, entries = rollouts()
+        if self.memory is not None:
+            self._grow_memory(entries)
         t2 = time.perf_counter()
 
         rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)  # the environments' (Env.reward)

@@ -11,16 +11,18 @@ from pathlib import Path
 from trl import GRPOConfig
 
 from ..agent.loop import LoopConfig
-from ..envs import RewardConfig, params_of
+from ..envs import ENVS, RewardConfig, params_of
+from ..envs.memtoolagent import MemToolAgentEnv
 from ..models import train_bf16
 from .lora import LoraSettings
 from .loss import IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, LOSS_WEIGHTINGS
 from .shared_prefix import BatchSettings
 
-__all__ = ["ENGINES", "VLLM_MODES", "SculptorGRPOConfig", "check_config", "plan", "validate"]
+__all__ = ["ENGINES", "MEMORY_UPDATES", "VLLM_MODES", "SculptorGRPOConfig", "check_config", "plan", "validate"]
 
 ENGINES = ("vllm", "ray", "hf")
 VLLM_MODES = ("colocate", "server")
+MEMORY_UPDATES = ("none", "rules", "policy")  # not "off": YAML reads that as false
 _TRL_DEFAULTS = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
 
 
@@ -52,6 +54,11 @@ class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LoraSettings, Bat
                                                           "0.1): NLL on positive-advantage samples' trained tokens"})
     save_rollouts: bool = field(default=False, metadata={"help": "write each round's trajectories to "
                                                                  "output_dir/rollouts/"})
+    memory_updates: str = field(default="none", metadata={
+        "help": "memtoolagent: grow the memory store environment_params.memory (read when it exists) during "
+                "training: after each generation round every task group adds one entry (its failures critiqued by "
+                "`rules`, the offline critique, or by the `policy`'s own engine) and the store is saved; each "
+                "round's rollouts read a frozen snapshot, output_dir/memory/step-N.jsonl. none: the memory is fixed"})
     # GSPO defaults (TRL's fields)
     importance_sampling_level: str = field(default="sequence", metadata={
         "help": "token (GRPO), sequence (GSPO per sample, TRL's) or rollout (GSPO over all of a rollout's samples: "
@@ -90,6 +97,15 @@ def check_config(cfg: SculptorGRPOConfig) -> list[str]:
         params_of(cfg.environment, cfg.environment_params)
     except (ValueError, TypeError) as e:
         errors.append(f"environment: {e}")
+    if cfg.memory_updates not in MEMORY_UPDATES:
+        errors.append(f"memory_updates must be one of {MEMORY_UPDATES}, got {cfg.memory_updates!r}")
+    elif cfg.memory_updates != "none":
+        if not issubclass(ENVS.get(cfg.environment, object), MemToolAgentEnv):
+            errors.append(f"memory_updates grows a MemToolAgent memory: it needs environment memtoolagent, not "
+                          f"{cfg.environment!r}")
+        elif not (cfg.environment_params or {}).get("memory"):
+            errors.append("memory_updates: set environment_params.memory, the store's path (JSONL; read when it "
+                          "exists, saved after every round)")
     if cfg.engine not in ENGINES:
         errors.append(f"engine must be one of {ENGINES}, got {cfg.engine!r}")
     if cfg.vllm_mode not in VLLM_MODES:
@@ -198,6 +214,10 @@ def plan(cfg: SculptorGRPOConfig) -> str:
            "of about equal size"),
         f"output       {cfg.output_dir} (save every {cfg.save_steps} steps, report_to {cfg.report_to})",
     ]
+    if cfg.memory_updates != "none":
+        lines.insert(2, f"memory       {cfg.environment_params['memory']} grows by one entry per task group after "
+                        f"each round (failures critiqued by {cfg.memory_updates}); snapshots in "
+                        f"{cfg.output_dir}/memory/")
     return "\n".join(lines)
 
 
