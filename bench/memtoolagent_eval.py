@@ -4,7 +4,8 @@ configs/eval/memtoolagent_cpu.yaml runs the held-out test split with no memory, 
 and without reflections. With --teacher-memory, topk and dynamic also run over a memory of correct executions
 (the scripted teacher's: one entry per train task, like the paper's one query per template). One vLLM engine
 serves it all. Prints outcome accuracy per domain, tool/parameter F1 and full-sequence match with 95 % intervals
-beside the paper's reported numbers, and writes them to OUT/table.md.
+beside the paper's reported numbers, and writes them to OUT/table.md. The same command run again resumes: the
+policy's memory is kept once built, and finished modes are skipped.
 
     python bench/memtoolagent_eval.py --out runs/memtoolagent-eval/base [--model DIR] [--num 19] [--teacher-memory]
 """
@@ -24,7 +25,9 @@ from sculptor_rl.envs import ENVS
 from sculptor_rl.envs.teachers import ScriptedTeacher
 from sculptor_rl.eval.run import EvalConfig, evaluate
 from sculptor_rl.models import resolve_model
+from sculptor_rl.stats import mcnemar_exact
 from sculptor_rl.tasks import generate
+from sculptor_rl.trajectory import read_trajectories
 
 PAPER = ("Paper (Claude 3.7 Sonnet, embeddings): WorkBench outcome accuracy 57 % without memory -> 85 % with "
          "MemToolAgent; NESTFUL full-sequence match 15.6 % -> 30.4 % (win rate 51 % -> 70 %).")
@@ -56,6 +59,29 @@ def table(rows: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def paired(runs: dict[str, Path]) -> str:
+    """Each memory mode against no_memory on the same test tasks: the outcome gain in points per family and the
+    exact McNemar p-value (`sculptor_rl.stats`)."""
+    def outcomes(directory: Path) -> dict[str, tuple[str, bool]]:
+        return {t.task_id: (t.info["family"], bool(t.info["outcome"]))
+                for t in read_trajectories(directory / "trajectories.jsonl")}
+
+    base = outcomes(runs.pop("no_memory"))
+    families = sorted({f for f, _ in base.values()}, key=lambda f: f != "workbench")  # the paper's headline first
+    head = ["mode vs no_memory", *(f"{f} gain [points], McNemar p" for f in families)]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for name, directory in runs.items():
+        other, cells = outcomes(directory), []
+        for f in families:
+            ids = sorted(i for i, (fam, _) in base.items() if fam == f and i in other)
+            a, b = [base[i][1] for i in ids], [other[i][1] for i in ids]
+            test = mcnemar_exact(a, b)
+            cells.append(f"{100 * (sum(b) - sum(a)) / len(ids):+.0f} (+{test['only_b']} / -{test['only_a']} of "
+                         f"{len(ids)}), p = {test['p']:.3g}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
@@ -78,30 +104,37 @@ def main() -> None:
     engine = make_engine("vllm", path, fmt, SamplingConfig(temperature=0.0, seed=cfg.seed),
                          max_model_len=cfg.max_model_len, enforce_eager=True)  # no minute of warm-up on CPU
     try:
-        own = out / "memory_policy.jsonl"
-        store, rounds = run_rounds(train, engine, fmt, DriverConfig(
-            memory=str(own), out=str(out / "rounds"), rounds=2, loop=loop, environment_params={**params,
-                                                                                             "retrieval": "dynamic"}),
-            engine_reflector(engine, fmt, ENVS["memtoolagent"].tools, max_new_tokens=128))
-        built = {"entries": len(store), "right": sum(e["feedback"] for e in store.entries),
-                 "per_round": [sum(t.score == 1.0 for t in r) / len(r) for r in rounds]}
+        own, built_file = out / "memory_policy.jsonl", out / "memory_policy.summary.json"
+        if built_file.exists():  # a restarted run: keep the memory its finished modes were evaluated with
+            built = json.loads(built_file.read_text())
+        else:
+            own.unlink(missing_ok=True)  # a build killed half-way: the driver would add to its entries
+            store, rounds = run_rounds(train, engine, fmt, DriverConfig(
+                memory=str(own), out=str(out / "rounds"), rounds=2, loop=loop,
+                environment_params={**params, "retrieval": "dynamic"}),
+                engine_reflector(engine, fmt, ENVS["memtoolagent"].tools, max_new_tokens=128))
+            built = {"entries": len(store), "right": sum(e["feedback"] for e in store.entries),
+                     "per_round": [sum(t.score == 1.0 for t in r) / len(r) for r in rounds]}
+            built_file.write_text(json.dumps(built) + "\n")
         print("memory built by the policy:", json.dumps(built))
         evaluate(dataclasses.replace(cfg, environment_params={**params, "memory": str(own)}), engine=engine)
         if args.teacher_memory:
             teacher = out / "memory_teacher.jsonl"
+            teacher.unlink(missing_ok=True)  # rebuilt whole (no model: a second), never added to
             run_rounds(train, ScriptedTeacher(train), fmt, DriverConfig(memory=str(teacher), out=str(
                 out / "rounds_teacher"), rounds=1, loop=loop, environment_params=params), rule_reflector)
             evaluate(dataclasses.replace(cfg, out=str(out / "eval_teacher"), modes=["topk", "dynamic"],
                                          environment_params={**params, "memory": str(teacher)}), engine=engine)
     finally:
         engine.close()
-    rows = {}
+    rows, runs = {}, {}
     for name, sub in (("policy memory", "eval"), ("teacher memory", "eval_teacher")):
         for summary in sorted((out / sub).glob("runs/*/*/summary.json")):
             mode = summary.parent.name
-            s = json.loads(summary.read_text())
-            rows[f"{mode} ({name})" if mode != "no_memory" else mode] = s["memtoolagent"]
-    text = "\n\n".join([table(rows), f"Memory built by the policy: {json.dumps(built)}", PAPER])
+            label = f"{mode} ({name})" if mode != "no_memory" else mode
+            rows[label] = json.loads(summary.read_text())["memtoolagent"]
+            runs[label] = summary.parent
+    text = "\n\n".join([table(rows), paired(runs), f"Memory built by the policy: {json.dumps(built)}", PAPER])
     (out / "table.md").write_text(text + "\n")
     print(text)
 

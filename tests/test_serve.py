@@ -430,3 +430,49 @@ def test_bad_environment_params_fail_before_the_engine_starts(capsys):
         with pytest.raises(SystemExit):
             main(["serve", "--environment", "memtool", "--environment_params", params, "--port", "0"])
         assert message in capsys.readouterr().err
+
+
+class MemoryPolicyEngine:
+    """A text engine that does what the memory in its system prompt shows: the remembered query's call if the
+    prompt holds it, else it says so. Records every request's messages."""
+
+    max_model_len = 8192  # a served conversation has no domain: all 27 tool schemas (~4k tokens)
+
+    def __init__(self, query: str, call: dict):
+        self.query, self.call, self.seen = query, call, []
+
+    def generate(self, requests):
+        self.seen += [r.messages for r in requests]
+        out = []
+        for r in requests:
+            if r.messages[-1]["role"] == "tool":
+                out.append(f"Done: {r.messages[-1]['content']}")
+            elif self.query in r.messages[0]["content"]:
+                out.append(format_tool_call(self.call["name"], self.call["arguments"]))
+            else:
+                out.append("No memory.")
+        return [Completion(text=t) for t in out]
+
+
+def test_memtoolagent_env_serves_from_a_trained_memory(fmt, tmp_path):
+    from sculptor_rl.memory import MemoryStore, check_entry, make_entry
+
+    query = "Find the email address of Carlos."
+    call = {"name": "company_directory.find_email_address", "arguments": {"name": "Carlos"}}
+    store = MemoryStore(check=check_entry)
+    store.add(make_entry(query, [call], 1))
+    store.save(tmp_path / "memory.jsonl")
+    engine = MemoryPolicyEngine(query, call)
+    params = json.dumps({"memory": str(tmp_path / "memory.jsonl"), "retrieval": "topk", "k": 1})
+    with start(engine, fmt, environment="memtoolagent", environment_params=params) as s:
+        client = OpenAI(base_url=s.url, api_key=KEY, max_retries=0, timeout=30)
+        similar = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Find the email address of Nia."}],
+            extra_body={"sculptor": {"return_trace": True}})
+        unrelated = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi there"}])
+    # the similar query was shown the remembered execution, ran its call in the sandbox, and answered from it
+    (ran,) = similar.sculptor_trace["steps"][0]["calls"]
+    assert ran["name"] == call["name"] and ran["ok"] and "carlos" in ran["result"].lower()
+    assert similar.choices[0].message.content == f"Done: {ran['result']}"
+    assert query in engine.seen[0][0]["content"] and "User feedback: Correct" in engine.seen[0][0]["content"]
+    assert unrelated.choices[0].message.content == "No memory."  # no shared word: nothing retrieved
