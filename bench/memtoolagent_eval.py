@@ -66,11 +66,13 @@ def paired(runs: dict[str, Path]) -> str:
         return {t.task_id: (t.info["family"], bool(t.info["outcome"]))
                 for t in read_trajectories(directory / "trajectories.jsonl")}
 
-    base = outcomes(runs.pop("no_memory"))
+    base = outcomes(runs["no_memory"])
     families = sorted({f for f, _ in base.values()}, key=lambda f: f != "workbench")  # the paper's headline first
     head = ["mode vs no_memory", *(f"{f} gain [points], McNemar p" for f in families)]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for name, directory in runs.items():
+        if name == "no_memory":
+            continue
         other, cells = outcomes(directory), []
         for f in families:
             ids = sorted(i for i, (fam, _) in base.items() if fam == f and i in other)
