@@ -2,17 +2,23 @@
 score prediction, pair selection and choosing a context strategy, beside the paper's reported gains (Tables 1-4).
 
     .venv/bin/python bench/toolmem_eval.py [--model CKPT] [--train-tasks 8] [--num 48] [--out runs/toolmem-eval]
+        [--induction model|rules]                                        # the paper's LLM induction, or the rules
         [--induction-base-url http://HOST/v1 --induction-model NAME]   # induce the memory on another model
+        [--teacher-only]                                                 # no engine: the scripted teacher's rows only
 
 1. Training experiences: `--train-tasks` generated tasks x the 4 context strategies (train split, exact scores).
-2. The memory: the paper's induction (top-6 entries per category, refinement prompt, M <- (M \\ M_ctx) ∪ M_upd)
-   run on the model itself through one vLLM engine (greedy), or with --induction-base-url on any
-   OpenAI-compatible endpoint (the paper induces with the model it evaluates; a small model writes no usable entries);
-   `OUT/memory/induction.json` says how many answers were malformed, retried and given up on.
+2. The memory: `--induction model` (default, the paper's: top-6 entries per category, refinement prompt,
+   M <- (M \\ M_ctx) ∪ M_upd) run on the model itself through one vLLM engine (greedy), or with
+   --induction-base-url on any OpenAI-compatible endpoint (the paper induces with the model it evaluates; a small
+   model writes no usable entries); `--induction rules`: the same update path with the deterministic rules
+   (`sculptor_rl.toolmem.memory`), the offline substitute, which needs no model. `OUT/memory/induction.json` says
+   how it was induced and how many answers were malformed, retried and given up on.
 3. `sculptor-rl eval --environment toolmem` (configs/eval/toolmem_cpu.yaml) on the same engine: `--num` predict
-   records in all (predict, select, choose) of the test split, in the three modes; and the scripted teacher reading the
-   same memory (TOOLMEM mode) as a reference for what the memory itself carries. A choose record is a two-turn
-   episode: the model names a strategy, then answers the task through that strategy's view of its context.
+   records in all (predict, select, choose) of the test split, in the three modes; and the scripted teacher in the
+   same three modes, reading the same memory, as a reference for what the memory itself carries (on an empty memory
+   the teacher's TOOLMEM row is its GENERIC row: no memory line, so 3 and the first tool). A choose record is a
+   two-turn episode: the model names a strategy, then answers the task through that strategy's view of its context.
+`--teacher-only` starts no engine and runs no model row (induce with --induction rules or on an endpoint).
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+
+from sculptor_rl.toolmem.memory import INDUCTIONS
 
 PAPER = "paper (GPT-4o-mini): MAE -14.8 % (text) / -28.7 % (image) vs GENERIC; selection accuracy +21 / +24 points"
 
@@ -59,6 +67,9 @@ def main() -> None:
     ap.add_argument("--train-tasks", type=int, default=8)
     ap.add_argument("--num", type=int, default=48,
                     help="records in all (a third of each kind: predict, select, choose)")
+    ap.add_argument("--induction", choices=INDUCTIONS, default="model",
+                    help="model: the paper's LLM induction (this model, or the endpoint below); rules: the "
+                         "deterministic offline substitute")
     ap.add_argument("--induction-tokens", type=int, default=160)
     ap.add_argument("--retries", type=int, default=2, help="re-asks of a malformed induction answer (sampled)")
     ap.add_argument("--out", default="runs/toolmem-eval")
@@ -66,13 +77,18 @@ def main() -> None:
                     help="an OpenAI-compatible endpoint that induces the memory")
     ap.add_argument("--induction-model", default=None, help="the endpoint's model name")
     ap.add_argument("--api-key", default="EMPTY", help="the endpoint's API key")
+    ap.add_argument("--teacher-only", action="store_true",
+                    help="start no engine: only the scripted teacher's rows")
     args = ap.parse_args()
     if bool(args.induction_base_url) != bool(args.induction_model):
         ap.error("--induction-base-url and --induction-model go together")
+    if args.induction_base_url and args.induction != "model":
+        ap.error("--induction-base-url runs the model induction (--induction model)")
+    if args.teacher_only and args.induction == "model" and not args.induction_base_url:
+        ap.error("--teacher-only starts no engine: induce with --induction rules or on --induction-base-url")
 
     from sculptor_rl.agent.chat import ChatFormat
     from sculptor_rl.engines import SamplingConfig, make_engine
-    from sculptor_rl.engines.vllm_engine import VLLMEngine
     from sculptor_rl.envs.teachers import ScriptedTeacher
     from sculptor_rl.envs.toolmem import build_memory
     from sculptor_rl.eval.run import EvalConfig, eval_tasks, evaluate
@@ -81,9 +97,17 @@ def main() -> None:
 
     out, path = Path(args.out), resolve_model(args.model)
     fmt = ChatFormat.from_pretrained(path)
-    # eager: no compilation warm-up (a minute on 2 cores) for the short answers generated here
-    engine = VLLMEngine(path, fmt.stop_ids, SamplingConfig(temperature=0.0, seed=0), max_model_len=8192,
-                        enforce_eager=True)
+    engine = None
+    if not args.teacher_only:
+        from sculptor_rl.engines.vllm_engine import VLLMEngine
+
+        # eager: no compilation warm-up (a minute on 2 cores) for the short answers generated here
+        engine = VLLMEngine(path, fmt.stop_ids, SamplingConfig(temperature=0.0, seed=0), max_model_len=8192,
+                            enforce_eager=True)
+    # room for a choose record's second answer, the task's own (an mrcr reply runs to ~200 tokens)
+    cfg = EvalConfig.from_yaml("configs/eval/toolmem_cpu.yaml", models=[args.model], num=args.num,
+                               max_new_tokens=256, environment_params={"memory": str(out / "memory")},
+                               out=str(out / "model"))
     try:
         train = generate_experiences(args.train_tasks, 0, "train")
         inducer, tokenizer = engine, fmt.tokenizer
@@ -92,23 +116,21 @@ def main() -> None:
                                   base_url=args.induction_base_url, api_key=args.api_key)
             tokenizer = None  # a chat endpoint gets the messages, rendered by its own template
         induction = build_memory(train, out / "memory", inducer, tokenizer, retries=args.retries,
-                                 max_new_tokens=args.induction_tokens)
+                                 max_new_tokens=args.induction_tokens, induction=args.induction)
         print(json.dumps({k: v for k, v in induction.items() if k != "failed"}, indent=1))
         for failed in induction["failed"][:3]:
             print("given up on", failed["id"], "- last answer:", repr(failed["answer"][:300]))
         print((out / "memory" / "toolmem.jsonl").read_text()[:3000])
-        # room for a choose record's second answer, the task's own (an mrcr reply runs to ~200 tokens)
-        cfg = EvalConfig.from_yaml("configs/eval/toolmem_cpu.yaml", models=[args.model], num=args.num,
-                                   max_new_tokens=256, environment_params={"memory": str(out / "memory")},
-                                   out=str(out / "model"))
-        model = evaluate(cfg, engine=engine)
+        model = evaluate(cfg, engine=engine) if engine is not None else None
     finally:
-        engine.close()
-    cfg.modes, cfg.out = ["toolmem"], str(out / "teacher")
+        if engine is not None:
+            engine.close()
+    cfg.out = str(out / "teacher")
     teacher = evaluate(cfg, engine=ScriptedTeacher(eval_tasks(cfg)))
-    lines = [f"{len(train)} training experiences ({args.train_tasks} tasks); memory: {induction['entries']} entries, "
-             f"{induction['updates']} updates, {induction['retries']} retries, {len(induction['failed'])} given up",
-             *table(model, "model"), "", *table(teacher, "scripted teacher"), "", PAPER]
+    lines = [f"{len(train)} training experiences ({args.train_tasks} tasks); {args.induction} induction: "
+             f"{induction['entries']} entries, {induction['updates']} updates, {induction['retries']} retries, "
+             f"{len(induction['failed'])} given up",
+             *([*table(model, "model"), ""] if model else []), *table(teacher, "scripted teacher"), "", PAPER]
     (out / "table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -1,6 +1,7 @@
 """ToolMem: experiences with exact feedback, the BiGGen Bench importer, the memory's update rule, validation and
-retry of the induction answers, retrieval per category, the metrics, the `toolmem` family and environment (the
-paper's A/B order of pairs; choosing a context strategy, then solving the task through its view)."""
+retry of the induction answers, the rules induction (offline), retrieval per category, the metrics, the `toolmem`
+family and environment (the paper's A/B order of pairs; choosing a context strategy, then solving the task through
+its view), the scripted teacher reading a rules memory."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from sculptor_rl.agent.loop import LoopConfig, run_rollouts
 from sculptor_rl.engines.base import Completion
 from sculptor_rl.envs import make_env_factory, params_of
 from sculptor_rl.envs.teachers import ScriptedTeacher
-from sculptor_rl.envs.toolmem import EXPERIENCES_FILE, MEMORY_FILE, ToolMemEnv
+from sculptor_rl.envs.toolmem import EXPERIENCES_FILE, MEMORY_FILE, ToolMemEnv, build_memory
 from sculptor_rl.jsonl import write_jsonl
 from sculptor_rl.tasks import babilong, generate, load_tasks
 from sculptor_rl.tasks import score as score_task
@@ -23,7 +24,8 @@ from sculptor_rl.toolmem import family
 from sculptor_rl.toolmem.biggen import import_biggen
 from sculptor_rl.toolmem.experiences import (CAPABILITY, FAMILY_MODULES, TOOLS, Tool, experience, generate_experiences,
                                              likert, shown_with)
-from sculptor_rl.toolmem.memory import ToolMem, induce, parse_induction
+from sculptor_rl.toolmem.memory import (ToolMem, category_of, check_entry, features, in_band, induce,
+                                        model_induction, parse_induction, rules_induction)
 from sculptor_rl.toolmem.metrics import choice_metrics, prediction_metrics, selection_metrics
 
 
@@ -171,7 +173,7 @@ def test_induction_retries_malformed_answers_then_reports(tmp_path):
         prompts.append((attempt, batch))
         return next(answers)
 
-    report = induce(mem, exps, generate, retries=2)
+    report = induce(mem, exps, model_induction(generate, retries=2))
     assert (report.updates, report.retries, [f["id"] for f in report.failed]) == (1, 2, [exps[1]["id"]])
     assert report.failed[0]["answer"] == "no."
     # the first prompt showed the top 6 of truncate's 8 good entries, which the answer replaced; bm25 had none
@@ -181,6 +183,136 @@ def test_induction_retries_malformed_answers_then_reports(tmp_path):
     assert len(mem.entries("truncate-256")) == 3 and mem.entries("bm25-256") == []
     mem.save(tmp_path / "m.jsonl")
     assert ToolMem.load(tmp_path / "m.jsonl").store.entries == mem.store.entries
+
+
+# ---- the rules induction ----
+
+def rules_exp(score: int, family_: str = "pi_llm", bucket: str = "2/16", tokens: int = 238,
+              tool: str = "truncate-256") -> dict:
+    """A hand-made experience: the fields the rules read (the prompt states family, size and length)."""
+    prompt = f"[{family_} task, size {bucket}, about {tokens} tokens of context]\nWhat is the value?"
+    return {"id": f"{family_}-{bucket}-{score}/{tool}", "task_id": "t", "family": family_, "bucket": bucket,
+            "tool": tool, "prompt": prompt, "solution": "x", "raw": (score - 1) / 4, "score": score,
+            "rubric": "1-5", "feedback": f"{tool} answered x. Exact score {(score - 1) / 4:.2f}, so {score}/5."}
+
+
+def by_feature(mem: ToolMem, tool: str = "truncate-256") -> dict[str, dict]:
+    found = [e for e in mem.entries(tool) if "feature" in e]
+    assert len(found) == len({e["feature"] for e in found})  # one entry per (tool, feature)
+    return {e["feature"]: e for e in found}
+
+
+def test_rules_features_and_categories():
+    assert features(rules_exp(5)) == [("family=pi_llm", "pi_llm tasks"),
+                                      ("bucket=pi_llm/2/16", "pi_llm tasks (size 2/16)"),
+                                      ("length=under 250 tokens of context", "tasks with under 250 tokens of context")]
+    biggen = {**rules_exp(5, "reasoning", "math"), "prompt": "You are a helpful assistant.\n\nWhat is 6 x 7?"}
+    assert features(biggen) == [("family=reasoning", "reasoning tasks"),
+                                ("bucket=reasoning/math", "reasoning tasks (math)")]
+    assert features(rules_exp(1, tokens=1000))[2][1] == "tasks with 1000 to 2000 tokens of context"
+    assert features(rules_exp(1, tokens=5000))[2][1] == "tasks with over 4000 tokens of context"
+    # the nearest category value to mean - 3 (+2, +1, -1, -2); a mean of 3 leans to good
+    assert [category_of(m) for m in (5, 4.5, 4.4, 3, 2.9, 1.6, 1.5, 1)] == \
+        ["proficient", "proficient", "good", "good", "bad", "bad", "weak", "weak"]
+    assert [in_band("Good at tasks with 500 to 1000 tokens of context: ...", n) for n in (499, 500, 999, 1000)] == \
+        [False, True, True, False]
+    assert in_band("Weak at tasks with over 4000 tokens of context.", 4000) and in_band("Good at pi_llm.", 9) is None
+
+
+def test_rules_induction_adds_merges_in_place_and_moves_between_categories():
+    """Through the paper's update path: the first experience adds one entry per feature; one of the same family
+    updates the family's entry in place (no duplicate) and adds its new size and length; a bad score on the first
+    task's features moves their entries from proficient to good (the old ones gone). An entry written by the model
+    induction that the update retrieves is kept, and another tool's memory is untouched."""
+    mem = ToolMem()
+    model_written = entry("good", "Good at short pi_llm streams.")
+    other = entry("weak", "Weak at pi_llm tasks: mean score 1.0/5 over 1 experience.", tool="bm25-256")
+    mem.store.add(model_written)
+    mem.store.add(other)
+    induce(mem, [rules_exp(5)], rules_induction)
+    first = by_feature(mem)
+    assert set(first) == {"family=pi_llm", "bucket=pi_llm/2/16", "length=under 250 tokens of context"}
+    assert first["family=pi_llm"] == {"tool": "truncate-256", "category": "proficient", "feature": "family=pi_llm",
+                                      "text": "Proficient at pi_llm tasks: mean score 5.0/5 over 1 experience.",
+                                      "n": 1, "sum": 5}
+    induce(mem, [rules_exp(4, bucket="4/48", tokens=1022)], rules_induction)
+    second = by_feature(mem)
+    assert len(second) == 5 and (second["family=pi_llm"]["n"], second["family=pi_llm"]["sum"]) == (2, 9)
+    assert second["family=pi_llm"]["text"] == "Proficient at pi_llm tasks: mean score 4.5/5 over 2 experiences."
+    assert second["bucket=pi_llm/4/48"]["category"] == "good"  # 4: good
+    induce(mem, [rules_exp(1)], rules_induction)  # 2/16 again: means 10/3, 6/2, 6/2
+    third = by_feature(mem)
+    assert {k: (e["category"], e["n"]) for k, e in third.items()} == {
+        "family=pi_llm": ("good", 3), "bucket=pi_llm/2/16": ("good", 2),
+        "length=under 250 tokens of context": ("good", 2), "bucket=pi_llm/4/48": ("good", 1),
+        "length=1000 to 2000 tokens of context": ("good", 1)}
+    assert third["family=pi_llm"]["text"] == "Good at pi_llm tasks: mean score 3.3/5 over 3 experiences."
+    assert mem.entries("truncate-256", "proficient") == []  # the moved entries left their old category
+    assert model_written in mem.store.entries and mem.entries("bm25-256") == [other]
+
+
+def test_a_feature_entry_replaces_its_own_even_when_not_retrieved():
+    """`apply`: an updated entry that names its feature replaces that feature's entry outside M_context too, so a
+    retrieval that missed it cannot leave two entries (one stale) for one feature."""
+    mem = ToolMem()
+    old = {"tool": "t", "category": "good", "text": "Good at x tasks: mean score 4.0/5 over 1 experience.",
+           "feature": "family=x", "n": 1, "sum": 4}
+    kept = {**old, "feature": "family=y", "text": "Good at y tasks: mean score 4.0/5 over 1 experience."}
+    mem.store.add(old)
+    mem.store.add(kept)
+    new = {**old, "category": "bad", "text": "Bad at x tasks: mean score 2.5/5 over 2 experiences.", "n": 2, "sum": 5}
+    mem.apply([], [new])
+    assert mem.store.entries == [kept, new]
+
+
+def test_rules_memory_round_trips_and_goes_on_after_loading(tmp_path):
+    """The statistics live in the entries: a memory saved and loaded goes on counting as if it had never left."""
+    first, rest = generate_experiences(3, 0, "train"), generate_experiences(2, 5, "train")
+    whole = ToolMem()
+    induce(whole, first + rest, rules_induction)
+    part = ToolMem()
+    induce(part, first, rules_induction)
+    part.save(tmp_path / "m.jsonl")
+    loaded = ToolMem.load(tmp_path / "m.jsonl")
+    assert loaded.store.entries == part.store.entries
+    induce(loaded, rest, rules_induction)
+    assert sorted(map(json.dumps, loaded.store.entries)) == sorted(map(json.dumps, whole.store.entries))
+    for bad in ({"n": 0}, {"n": 1.5}, {"sum": 9}):
+        with pytest.raises(ValueError):
+            check_entry({**whole.store.entries[0], **bad})
+
+
+def test_build_memory_with_the_rules_needs_no_engine(tmp_path):
+    train = generate_experiences(4, 0, "train")
+    summary = build_memory(train, tmp_path, induction="rules")
+    assert (summary["induction"], summary["updates"], summary["failed"]) == ("rules", len(train), [])
+    assert json.loads((tmp_path / "induction.json").read_text())["entries"] == summary["entries"] > 0
+    with pytest.raises(ValueError, match="needs an engine"):
+        build_memory(train, tmp_path)
+    with pytest.raises(ValueError, match="unknown induction"):
+        build_memory(train, tmp_path, induction="oracle")
+
+
+def test_teacher_predicts_better_from_a_rules_memory_than_from_none(tmp_path, fmt):
+    """The scripted teacher on held-out predict records: reading a rules memory induced from 8 training tasks it
+    errs less than on an empty memory (which gives it nothing: 3 every time, as GENERIC); reading the raw training
+    examples (FEW-SHOT) it errs less too."""
+    train = generate_experiences(8, 0, "train")
+    build_memory(train, tmp_path / "rules", induction="rules")
+    (tmp_path / "empty").mkdir()
+    ToolMem().save(tmp_path / "empty" / MEMORY_FILE)
+    write_jsonl(train, tmp_path / "empty" / EXPERIENCES_FILE)
+    tasks = generate("toolmem", 24, 0, kind="predict")
+
+    def mae(mode: str, memory: str) -> float:
+        trajs = run_rollouts(tasks, ScriptedTeacher(tasks), fmt,
+                             make_env_factory("toolmem", {"mode": mode, "memory": str(tmp_path / memory)}),
+                             LoopConfig(max_tool_calls=0), progress=False)
+        return ToolMemEnv.summarize(trajs, mode)["prediction"]["mae"]
+
+    empty, rules = mae("toolmem", "empty"), mae("toolmem", "rules")
+    assert empty == mae("generic", "empty") and rules < 1.0 < empty
+    assert mae("few-shot", "rules") < empty
 
 
 # ---- metrics ----

@@ -23,13 +23,15 @@ F1</F1>/accuracy of the pairs (select; and for predict, the paper's §4 way: two
 compared, the more capable tool as A); for choose, the mean exact score of the chosen tools' own answers beside
 the best and each fixed tool, and with the agent solver the mean score of the agent's answers (`solved`).
 
-`build_memory` runs the induction (`toolmem.memory.induce`) on an engine (the policy's or an OpenAI-compatible
-endpoint); `teach` is a scripted teacher that predicts from the memory it is shown (SFT data).
+`build_memory` runs the induction (`toolmem.memory.induce`): the paper's on an engine (the policy's or an
+OpenAI-compatible endpoint), or the deterministic rules, the offline substitute that needs no model; `teach` is a
+scripted teacher that predicts from the memory it is shown (SFT data).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from itertools import combinations
@@ -45,7 +47,8 @@ from ..stats import bootstrap_mean
 from ..tasks import score as score_task
 from ..toolmem import family
 from ..toolmem.experiences import TOOLS, read_answer, shown_with
-from ..toolmem.memory import CATEGORIES, PHRASES, TEST_K, ToolMem, check_entry, induce, render_memory
+from ..toolmem.memory import (CATEGORIES, INDUCTIONS, PHRASES, TASK_LENGTH, TEST_K, ToolMem, check_entry,
+                              in_band, induce, model_induction, render_memory, rules_induction)
 from ..toolmem.metrics import WORST_ERROR, choice_metrics, prediction_metrics, selection_metrics
 from .base import Env
 
@@ -212,16 +215,23 @@ def engine_generate(engine, tokenizer, max_new_tokens: int = 256, retry_temperat
     return generate
 
 
-def build_memory(experiences: list[dict], out: str | Path, engine, tokenizer=None, retries: int = 2,
-                 max_new_tokens: int = 256) -> dict:
-    """Induce a ToolMem from training `experiences` on `engine` and write the `memory` directory the env reads:
-    the memory, the experiences (for few-shot) and `induction.json` (updates, retries, the failed answers)."""
+def build_memory(experiences: list[dict], out: str | Path, engine=None, tokenizer=None, retries: int = 2,
+                 max_new_tokens: int = 256, induction: str = "model") -> dict:
+    """Induce a ToolMem from training `experiences` and write the `memory` directory the env reads: the memory, the
+    experiences (for few-shot) and `induction.json` (how it was induced, updates, retries, the failed answers).
+    `induction` "model" (the paper's) runs on `engine`; "rules" (`toolmem.memory`) needs none."""
+    if induction not in INDUCTIONS:
+        raise ValueError(f"unknown induction {induction!r}; choose one of {', '.join(INDUCTIONS)}")
+    if induction == "model" and engine is None:
+        raise ValueError("the model induction needs an engine (or induction='rules', which needs none)")
     memory = ToolMem()
-    report = induce(memory, experiences, engine_generate(engine, tokenizer, max_new_tokens), retries=retries)
+    step = rules_induction if induction == "rules" else \
+        model_induction(engine_generate(engine, tokenizer, max_new_tokens), retries=retries)
+    report = induce(memory, experiences, step)
     out = Path(out)
     memory.save(out / MEMORY_FILE)
     write_jsonl(experiences, out / EXPERIENCES_FILE)
-    summary = {**asdict(report), "entries": len(memory.store),
+    summary = {"induction": induction, **asdict(report), "entries": len(memory.store),
                "per_tool": {t: {c: len(memory.entries(t, c)) for c in CATEGORIES} for t in memory.tools()}}
     write_atomic(out / "induction.json", json.dumps(summary, indent=1))
     return summary
@@ -229,32 +239,39 @@ def build_memory(experiences: list[dict], out: str | Path, engine, tokenizer=Non
 
 # ---- the scripted teacher: a prediction from the memory in context ----
 
-def _from_memory(section: str, query: str) -> float:
-    """3 + the category values (+2 .. -2) of the memory lines shown, weighted by their BM25 relevance to the
-    task (a plain mean when none is relevant); 3 without lines."""
+_EXAMPLE = re.compile(r"Task Prompt: (.*?)\nRubric: .*?\nModel's Score: ([1-5])\b", re.S)  # family._examples
+
+
+def _expected(section: str, query: str) -> float:
+    """The score the section's memory lines and examples point to: the mean value of those most relevant to the
+    task by BM25 (all of them when none is relevant): a line 3 + its category's value (+2 .. -2), an example its
+    score. A line about a band of context length the task is not in does not count (BM25 cannot compare numbers;
+    it stays in the BM25 corpus, so that the words all bands share weigh little). 3 when nothing counts."""
+    tokens = TASK_LENGTH.search(query)
     lines = [line[2:] for line in section.splitlines() if line.startswith("- ")]
-    values = [next((CATEGORIES[c] for p, c in PHRASES.items() if line.lower().startswith(p)), 0) for line in lines]
-    if not lines:
+    items = [(line, 3 + next((CATEGORIES[c] for p, c in PHRASES.items() if line.lower().startswith(p)), 0))
+             for line in lines] + [(m.group(1), int(m.group(2))) for m in _EXAMPLE.finditer(section)]
+    scored = [(value, r) for (text, value), r in zip(items, bm25_scores(query, [text for text, _ in items]))
+              if not tokens or in_band(text, int(tokens.group(1))) is not False]
+    if not scored:
         return 3.0
-    weights = bm25_scores(query, lines)
-    if sum(weights) <= 0:
-        weights = [1.0] * len(lines)
-    return 3 + sum(w * v for w, v in zip(weights, values)) / sum(weights)
+    best = [value for value, r in scored if r == max(r for _, r in scored)]
+    return sum(best) / len(best)
 
 
 def teach(task: dict, messages: list[dict], tools=None) -> str:
-    """The score (predict) or the tool (select, choose) the memory lines in the user message point to; after a
-    choice, the answer the chosen tool's reader finds in the view shown. Deterministic; reads only what the model
-    is shown (never the answer)."""
+    """The score (predict) or the tool (select, choose) the memory lines or examples in the user message point to
+    (`_expected`); after a choice, the answer the chosen tool's reader finds in the view shown. Deterministic;
+    reads only what the model is shown (never the answer)."""
     if messages[-1]["role"] == "user" and messages[-1]["content"].startswith(VIEW_HEAD):
         return read_answer(task["meta"]["source"], messages[-1]["content"])
     user = next(m["content"] for m in messages if m["role"] == "user")
     kind, exps = task["meta"]["kind"], task["meta"]["experiences"]
     query = exps[0]["prompt"]
     if kind == "predict":
-        return str(min(5, max(1, round(_from_memory(user, query)))))
+        return str(min(5, max(1, round(_expected(user, query)))))
     heads = [user.index(family.tool_header(kind, i, e["tool"])) for i, e in enumerate(exps)]
     ends = [*heads[1:], user.index(family.TASK_HEAD)]
-    expected = [_from_memory(user[a:b], query) for a, b in zip(heads, ends)]
+    expected = [_expected(user[a:b], query) for a, b in zip(heads, ends)]
     best = expected.index(max(expected))
     return "AB"[best] if kind == "select" else exps[best]["tool"]

@@ -4,8 +4,9 @@ score on a task and to choose the better tool.
 - `experiences`: experiences with exact feedback, generated offline — context strategies ("tools") on the
   long-context task families, scored by the families' scorers — with train/test splits;
 - `biggen`: BiGGen Bench's published records (per-model responses, judge scores, rubrics, feedback) as experiences;
-- `memory`: the memory (per tool, four proficiency categories), its LLM induction step and update rule, retrieval;
+- `memory`: the memory (per tool, four proficiency categories), its update rule with the paper's LLM induction step
+  or the deterministic rules (offline, not the paper's), retrieval;
 - `family`: the `toolmem` task family (score prediction and pair selection records over test experiences);
 - `metrics`: MAE, RMSE, Pearson; F1</F1> and accuracy of pair selection.
-The environment is `sculptor_rl.envs.toolmem`; it calls the engine for the induction step.
+The environment is `sculptor_rl.envs.toolmem`; it calls the engine for the LLM induction step.
 """
