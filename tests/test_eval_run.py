@@ -8,7 +8,7 @@ import pytest
 from conftest import CountingTeacher
 
 from sculptor_rl.cli import main
-from sculptor_rl.eval.run import EvalConfig, eval_tasks, evaluate, model_labels
+from sculptor_rl.eval.run import EvalConfig, _fingerprint, eval_tasks, evaluate, model_labels
 from sculptor_rl.tasks import FAMILIES, generate, write_jsonl
 from sculptor_rl.trajectory import read_trajectories
 
@@ -71,6 +71,31 @@ def test_resume_skips_finished_runs_and_redoes_changed_ones(cfg, caplog):
         evaluate(cfg, engine=third)
     assert third.completions == 16 and caplog.text.count("skipping") == 2
     assert caplog.text.count("settings changed (context_budget)") == 2
+
+
+def test_a_saved_run_depends_on_the_files_its_paths_name(cfg, tmp_path):
+    """A memory regrown in place or a checkpoint retrained into the same folder must not reuse old results."""
+    memory, store, ckpt = tmp_path / "memory.jsonl", tmp_path / "store", tmp_path / "ckpt"
+    store.mkdir()
+    ckpt.mkdir()
+    memory.write_text('{"a": 1}\n')
+    (store / "toolmem.jsonl").write_text("x\n")
+    (ckpt / "model.safetensors").write_bytes(b"0" * 8)
+    cfg.environment_params = {"memory": str(memory), "more": [str(store), "not a path"]}
+
+    def settings():
+        return json.loads(json.dumps(_fingerprint(cfg, str(ckpt), "acm", [])))  # as summary.json holds it
+
+    first = settings()
+    assert settings() == first and set(first["files"]) == {str(ckpt), str(memory), str(store)}
+    memory.write_text('{"a": 2}\n')
+    second = settings()
+    assert second["files"][str(memory)] != first["files"][str(memory)]
+    (store / "toolmem.jsonl").write_text("y\n")
+    third = settings()
+    assert third["files"][str(store)] != second["files"][str(store)]
+    (ckpt / "model.safetensors").write_bytes(b"1" * 9)
+    assert settings()["files"][str(ckpt)] != third["files"][str(ckpt)]
 
 
 def test_generated_tasks_are_spread_over_the_sizes(cfg):

@@ -165,11 +165,36 @@ def _fingerprint(cfg: EvalConfig, path: str, mode: str, tasks: list[dict]) -> di
                 "sampling": dataclasses.asdict(cfg.sampling), "loop": dataclasses.asdict(LoopConfig.of(cfg)),
                 "reward": dataclasses.asdict(RewardConfig.of(cfg)), "environment": cfg.environment,
                 "environment_params": cfg.environment_params}
+    # the same paths with other contents (a retrained checkpoint, a regrown memory) are another run
+    settings["files"] = {**_stamp(path), **_files(cfg.environment_params)}
     if mode in ("truncate", "bm25"):
         settings["context_budget"] = cfg.context_budget
     if mode == "bm25":
         settings["chunk_tokens"] = cfg.chunk_tokens
     return settings
+
+
+def _stamp(path: str) -> dict:
+    """What a file, or a folder's files, hold: sha256 of each small file, size and mtime of each large one (hashing
+    a real model's weights would take minutes). Empty for a string that names no file."""
+    if not path or len(path) > 4096:
+        return {}
+    root = Path(path)
+    try:
+        files = sorted(p for p in root.iterdir() if p.is_file()) if root.is_dir() else [root] if root.is_file() else []
+        return {path: [[f.name, f.stat().st_size, f.stat().st_mtime_ns if f.stat().st_size > 16 << 20 else
+                        hashlib.sha256(f.read_bytes()).hexdigest()] for f in files]} if files else {}
+    except OSError:
+        return {}
+
+
+def _files(params) -> dict:
+    """`_stamp` of every string in an environment's parameters (a memory file, a store folder)."""
+    if isinstance(params, dict):
+        params = list(params.values())
+    if isinstance(params, (list, tuple)):
+        return {k: v for value in params for k, v in _files(value).items()}
+    return _stamp(params) if isinstance(params, str) else {}
 
 
 def _saved(run_dir: Path, settings: dict) -> dict | None:
