@@ -357,7 +357,7 @@ def test_trainer_micro_batches_add_up_to_one_batch(level, loss_type, weighting, 
         assert len(batches) == t.args.gradient_accumulation_steps
         # whole rollouts: counted once per micro-batch, they add up to the round's rollouts
         trained = [b["rollout_ids"][(b["labels"] != -100).any(-1)] for b in batches]
-        assert sum(len(r.unique()) for r in trained) == len({s.rollout_id for s in samples})
+        assert sum(len(r.unique()) for r in trained) == len({s.rollout_id for s, a in zip(samples, advantages) if a})
         total = sum(t._compute_loss(t.model, b) for b in batches)
         total.backward()
         return total.item(), [p.grad.clone() for p in t.model.parameters()]
@@ -373,6 +373,22 @@ def test_trainer_micro_batches_add_up_to_one_batch(level, loss_type, weighting, 
     alone, alone_grads = round_loss(trainer(1, 4), samples[:3], advantages[:3])
     assert few == pytest.approx(alone, rel=1e-5)
     assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(alone_grads, few_grads))
+
+    # rollouts with advantage 0 (beta 0): counted in the normalization, not computed; the same loss and gradients
+    # as one batch of every sample with the whole round's counts
+    zero = [a for a, n in zip([1.2, 0.0, 0.3, 0.0], sizes) for _ in range(n)]
+    t = trainer(3, 2)
+    computed = sum(int((b["labels"] != -100).any(-1).sum()) for b in t._micro_batches(samples, zero))
+    assert computed == sizes[0] + sizes[2] and t._metrics["train"]["frac_samples_skipped"][-1] == 2 / 7
+    skipping, skipping_grads = round_loss(t, samples, zero)
+    ref = trainer(1, 4)
+    full = collate(samples, zero, fmt.tokenizer.pad_token_id)
+    full.update(num_samples=7.0, num_rollouts=4.0, num_tokens=float(sum(sum(s.loss_mask) for s in samples)),
+                num_lm_tokens=float(sum(sum(s.loss_mask) for s, a in zip(samples, zero) if a > 0)))
+    direct = ref._compute_loss(ref.model, full)
+    direct.backward()
+    assert abs(direct.item()) > 1e-4 and skipping == pytest.approx(direct.item(), rel=1e-5)
+    assert all(torch.allclose(p.grad, g, rtol=1e-4, atol=1e-7) for p, g in zip(ref.model.parameters(), skipping_grads))
 
 
 @pytest.mark.parametrize("kw,message", [

@@ -386,14 +386,22 @@ class SculptorGRPOTrainer(GRPOTrainer):
     def _micro_batches(self, samples: list[Sample], advantages: list[float]) -> list[dict]:
         """`steps_per_generation` micro-batches, each normalized by the counts of its optimizer step (all ranks).
         A rollout's samples (equal `rollout_id`) stay in one micro-batch: the rollout-level ratio and the
-        per-rollout weighting sum over all of them (`sculptor_rl.train.loss`)."""
+        per-rollout weighting sum over all of them (`sculptor_rl.train.loss`).
+        With beta 0 a rollout whose advantage is 0 (its group all scored alike) adds exactly nothing to the loss or
+        its gradients (the policy term is times A, the LM term takes A > 0 only), so when the round is one
+        optimizer step its samples are counted in the normalization but not computed: a round where every group
+        agrees costs no training forward at all."""
         spg, ga = self.args.steps_per_generation, self.args.gradient_accumulation_steps
         rollouts: dict[str, list[int]] = {}
         for i, s in enumerate(samples):
             rollouts.setdefault(s.rollout_id, []).append(i)
         members = list(rollouts.values())  # in round order: a group's rollouts are consecutive
+        skipped = []
+        if not self.beta and spg == ga:
+            skipped = [i for m in members if advantages[m[0]] == 0 for i in m]
+            members = [m for m in members if advantages[m[0]] != 0]
         units = pack([[samples[i].input_ids for i in m] for m in members], self.args.max_tokens_per_batch,
-                     self.args.shared_prefix) if self.args.max_tokens_per_batch else []
+                     self.args.shared_prefix) if self.args.max_tokens_per_batch and members else []
         if len(units) > spg:
             log.warning("the round's %d rollouts need %d micro-batches of max_tokens_per_batch=%d tokens, more than "
                         "steps_per_generation=%d: split evenly instead", len(members), len(units),
@@ -410,19 +418,20 @@ class SculptorGRPOTrainer(GRPOTrainer):
                 batches.append(collate([replace(first, input_ids=first.input_ids[:1], loss_mask=[0], logprobs=None)],
                                        [0.0], self.pad_id))
         counts = []
-        for step in range(spg // ga):
-            trained = [(b["labels"] != -100, b["advantages"], b["rollout_ids"])
-                       for b in batches[step * ga : (step + 1) * ga]]
-            counts += [sum(float(m.any(-1).sum()) for m, _, _ in trained),
-                       sum(float(m.sum()) for m, _, _ in trained),
-                       sum(float((m & (a > 0).unsqueeze(-1)).sum()) for m, a, _ in trained),
-                       sum(float(r[m.any(-1)].unique().numel()) for m, _, r in trained)]
-        counts = self.accelerator.reduce(torch.tensor(counts, device=self.accelerator.device), "sum").tolist()
+        for step in range(spg // ga):  # trained samples, trained tokens, LM tokens (A > 0), rollouts
+            idx = [i for part in parts[step * ga : (step + 1) * ga] for i in part] + (skipped if step == 0 else [])
+            idx = [i for i in idx if any(samples[i].loss_mask)]
+            counts += [len(idx), sum(sum(samples[i].loss_mask) for i in idx),
+                       sum(sum(samples[i].loss_mask) for i in idx if advantages[i] > 0),
+                       len({samples[i].rollout_id for i in idx})]
+        counts = self.accelerator.reduce(torch.tensor(counts, dtype=torch.float32, device=self.accelerator.device),
+                                         "sum").tolist()
         for k, b in enumerate(batches):
             n_samples, n_tokens, n_lm, n_rollouts = counts[4 * (k // ga) : 4 * (k // ga) + 4]
             w = self.world
             b.update(num_samples=n_samples / w, num_tokens=n_tokens / w, num_lm_tokens=n_lm / w,
                      num_rollouts=n_rollouts / w)
+        self._metrics["train"]["frac_samples_skipped"].append(len(skipped) / len(samples))
         return batches
 
     @property
