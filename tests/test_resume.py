@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -242,6 +243,12 @@ def test_rl_killed_mid_run_resumes_from_its_checkpoint(tmp_path, model_path):
     ref, got = killed_and_resumed(rl, tmp_path, max_steps=2)
     steps = lambda state: [h["step"] for h in state["log_history"] if "reward" in h]  # noqa: E731
     assert steps(got) == steps(ref) == [1, 2]  # each step once: none lost, none repeated
+    # killed after its last checkpoint, before the final save: the rerun saves that checkpoint, with no step 3
+    # (transformers alone would train one more step before it checks max_steps)
+    shutil.rmtree(tmp_path / "out" / "final")
+    log = run(rl(tmp_path / "out"), tmp_path / "again.log")
+    assert "already holds all 2 steps" in log and trainer_state(tmp_path / "out")["global_step"] == 2
+    assert (tmp_path / "out" / "final" / "model.safetensors").exists()
 
 
 @pytest.mark.slow

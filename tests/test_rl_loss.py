@@ -205,6 +205,8 @@ def test_group_advantages_match_trl_scaling():
     first = rewards[:4]
     assert torch.allclose(adv[:4], (first - first.mean()) / (first.std() + 1e-4))
     assert torch.equal(adv[4:], torch.zeros(4))  # a group that all agrees carries no signal
+    thirds = torch.full((8,), 2 / 3)  # partial credit: a float mean need not equal its terms
+    assert torch.equal(group_advantages(thirds, 8), torch.zeros(8))
     assert torch.allclose(group_advantages(rewards, 4, "none")[:4], first - first.mean())
 
 

@@ -85,7 +85,7 @@ from .lora import peft_config
 from .loss import lm_loss, policy_loss
 from .masked_lm import kept_positions
 from .rl_config import SculptorGRPOConfig, check_config, validate
-from .sft import _last_checkpoint, check_process_group, save_final
+from .sft import _last_checkpoint, check_process_group, fit, save_final
 from .shared_prefix import pack, token_logprobs
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,8 @@ def group_advantages(rewards: torch.Tensor, num_generations: int, std: str | flo
     """(r - mean of its group) / (std + 1e-4), rewards grouped as consecutive runs of `num_generations`.
     `std`: "group" (each group's), "none" (no division) or a number (TRL's "batch": the std of all rollouts)."""
     grouped = rewards.view(-1, num_generations)
-    centered = (grouped - grouped.mean(dim=1, keepdim=True)).view(-1)
+    same = (grouped == grouped[:, :1]).all(dim=1, keepdim=True)  # exactly 0, not the mean's rounding (2/3 x 8)
+    centered = (grouped - grouped.mean(dim=1, keepdim=True)).masked_fill(same, 0.0).view(-1)
     if std == "none":
         return centered
     if std == "group":
@@ -547,7 +548,7 @@ def train(cfg: SculptorGRPOConfig, engine=None) -> Path:
         log.info("resuming from %s", resume)
         trainer._synced_step = None  # the engine holds the initial weights, not the checkpoint's
     try:
-        trainer.train(resume_from_checkpoint=resume)
+        fit(trainer, resume)
     finally:
         if engine is None and hasattr(trainer.engine, "close"):  # free its memory for what runs next (eval)
             trainer.engine.close()

@@ -130,8 +130,23 @@ def train(cfg: SculptorSFTConfig) -> Path:
     resume = _last_checkpoint(cfg.output_dir) if cfg.resume_from_checkpoint is None else cfg.resume_from_checkpoint
     if resume:
         log.info("resuming from %s", resume)
-    trainer.train(resume_from_checkpoint=resume)
+    fit(trainer, resume)
     return save_final(trainer, trainer.processing_class, Path(cfg.output_dir) / "final")
+
+
+def fit(trainer, resume: str | None) -> None:
+    """`trainer.train`, resumed from `resume`. A checkpoint that already holds `max_steps` is loaded, not trained
+    on: transformers checks max_steps only after a step, so a run killed between its last checkpoint and its
+    final save would otherwise come back one step longer."""
+    import json
+
+    if resume and trainer.args.max_steps > 0 and not trainer.is_deepspeed_enabled:
+        done = json.loads((Path(resume) / "trainer_state.json").read_text())["global_step"]
+        if done >= trainer.args.max_steps:
+            log.info("%s already holds all %d steps: loaded, not trained further", resume, trainer.args.max_steps)
+            trainer._load_from_checkpoint(resume)
+            return
+    trainer.train(resume_from_checkpoint=resume)
 
 
 def check_process_group(accelerator) -> None:
