@@ -255,7 +255,8 @@ def _expected(section: str, query: str) -> float:
               if not tokens or in_band(text, int(tokens.group(1))) is not False]
     if not scored:
         return 3.0
-    best = [value for value, r in scored if r == max(r for _, r in scored)]
+    top = max(r for _, r in scored)
+    best = [value for value, r in scored if r == top]
     return sum(best) / len(best)
 
 

@@ -182,10 +182,14 @@ def _stamp(path: str) -> dict:
     root = Path(path)
     try:
         files = sorted(p for p in root.iterdir() if p.is_file()) if root.is_dir() else [root] if root.is_file() else []
-        return {path: [[f.name, f.stat().st_size, f.stat().st_mtime_ns if f.stat().st_size > 16 << 20 else
-                        hashlib.sha256(f.read_bytes()).hexdigest()] for f in files]} if files else {}
+        stamps = []
+        for f in files:
+            st = f.stat()
+            big = st.st_size > 16 << 20
+            stamps.append([f.name, st.st_size, st.st_mtime_ns if big else hashlib.sha256(f.read_bytes()).hexdigest()])
     except OSError:
         return {}
+    return {path: stamps} if stamps else {}
 
 
 def _files(params) -> dict:
