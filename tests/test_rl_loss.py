@@ -393,6 +393,40 @@ def test_trainer_micro_batches_add_up_to_one_batch(level, loss_type, weighting, 
     assert all(torch.allclose(p.grad, g, rtol=1e-4, atol=1e-7) for p, g in zip(ref.model.parameters(), skipping_grads))
 
 
+@pytest.mark.parametrize("skip", [True, False])
+def test_a_step_without_signal_moves_no_weight(skip, fmt, tmp_path):
+    """Two real optimizer steps (transformers' loop, AdamW): the first round has a signal, the second's groups all
+    tie (advantage 0, beta 0: a zero gradient). With skip_empty_updates the second step leaves every weight as the
+    first left it; without, AdamW's momentum moves them anyway (what the option is for)."""
+    from transformers import AutoModelForCausalLM, TrainerCallback
+
+    path = tiny_model_dir(len(fmt.tokenizer), tmp_path / "tiny")
+    task = {"id": "t0", "task": "pi_llm", "messages": [{"role": "user", "content": "x"}], "answer": {"k": "v"}}
+    cfg = SculptorGRPOConfig(output_dir=str(tmp_path / "out"), tasks="unused.jsonl", engine="hf", num_generations=2,
+                             per_device_train_batch_size=2, gradient_accumulation_steps=1, bf16=False,
+                             report_to="none", max_steps=2, learning_rate=1e-2, save_strategy="no",
+                             skip_empty_updates=skip, lr_scheduler_type="constant")
+    t = SculptorGRPOTrainer(AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32), cfg, [task],
+                            fmt.tokenizer, fmt)
+    samples = cut_rollouts(len(fmt.tokenizer), (1, 2))
+    rounds = iter([[1.0, -1.0, -1.0], [0.0, 0.0, 0.0]])
+    t._generate_round = lambda rows: t._micro_batches(samples, next(rounds))  # the rollouts are not under test
+    weights = []
+
+    class Snapshot(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kw):
+            weights.append([p.detach().clone() for p in model.parameters()])
+
+    t.add_callback(Snapshot())
+    before = [p.detach().clone() for p in t.model.parameters()]
+    t.train()
+    logged = [r["update_skipped"] for r in t.state.log_history if "update_skipped" in r]
+    assert len(weights) == 2 and logged == [0.0, float(skip)]
+    assert any(not torch.equal(a, b) for a, b in zip(before, weights[0]))  # the first step learned
+    unchanged = all(torch.equal(a, b) for a, b in zip(weights[0], weights[1]))
+    assert unchanged == skip
+
+
 @pytest.mark.parametrize("kw,message", [
     (dict(importance_sampling_level="trajectory"), "importance_sampling_level must be one of"),
     (dict(loss_weighting="per-task"), "loss_weighting must be one of"),

@@ -178,6 +178,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
         self._synced_step = None if engine is not None else 0  # a given engine may hold other weights
         self._rollout_time = 0.0  # spent preparing inputs in the current micro-step (not training)
         self._train_time = 0.0
+        self._signal = False  # the current optimizer step's micro-batches carry a gradient (skip_empty_updates)
         self.memory = self.reflect = None  # the cross-episode store (memory_updates), and its failures' critic
         if args.memory_updates != "none":
             path = Path(args.environment_params["memory"])
@@ -468,6 +469,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
 
     def _compute_loss(self, model, inputs):
         args, adv = self.args, inputs["advantages"]
+        self._signal = self._signal or bool(self.beta) or bool(adv.any())
         logps, mask, entropy = self._logps(model, inputs)
         old = inputs.get("old_logps")
         loss, stats = policy_loss(
@@ -493,10 +495,22 @@ class SculptorGRPOTrainer(GRPOTrainer):
         start = time.perf_counter()
         out = super().training_step(model, inputs, num_items_in_batch)
         self._train_time += time.perf_counter() - start - self._rollout_time
-        if self._step % self.current_gradient_accumulation_steps == 0:
+        if self._step % self.current_gradient_accumulation_steps == 0:  # the optimizer steps next
             self._metrics["train"]["time/training_s"].append(self._train_time)
             self._train_time = 0.0
+            self._drop_empty_update(model)
         return out
+
+    def _drop_empty_update(self, model) -> None:
+        """With `skip_empty_updates`, a step whose micro-batches (on every rank) all had advantage 0 and beta 0 —
+        a zero gradient — gets its gradients set to None: AdamW skips parameters without one, so neither the
+        weights nor the moments move (a zero gradient would still move each weight by lr * m / sqrt(v))."""
+        signal = self.accelerator.reduce(torch.tensor(float(self._signal), device=self.accelerator.device), "sum")
+        self._signal = False
+        skip = self.args.skip_empty_updates and not self.is_deepspeed_enabled and not signal.item()
+        if skip:
+            model.zero_grad(set_to_none=True)
+        self._metrics["train"]["update_skipped"].append(float(skip))
 
     # ---- logging ----
 
