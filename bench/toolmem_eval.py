@@ -5,8 +5,13 @@ score prediction, pair selection and choosing a context strategy, beside the pap
         [--induction model|rules]                                        # the paper's LLM induction, or the rules
         [--induction-base-url http://HOST/v1 --induction-model NAME]   # induce the memory on another model
         [--teacher-only]                                                 # no engine: the scripted teacher's rows only
+        [--eval-run OUT/runs/MODEL/MODE ... --tasks FILE [--test-fraction 0.5] [--split-seed 0]]  # tools: models
 
-1. Training experiences: `--train-tasks` generated tasks x the 4 context strategies (train split, exact scores).
+1. Training experiences: `--train-tasks` generated tasks x the 4 context strategies (train split, exact scores);
+   or, with `--eval-run` (repeated: one saved `sculptor-rl eval` run each) and `--tasks` (the task records it ran
+   on, the eval's data file), the tools are the runs' models in their modes ("sft_final/acm"), each task's
+   experience scored as the run scored it (`sculptor_rl.toolmem.eval_runs`), split by task into train and test
+   (`--test-fraction` of the tasks in test, drawn by `--split-seed`); `--train-tasks` is not used then.
 2. The memory: `--induction model` (default, the paper's: top-6 entries per category, refinement prompt,
    M <- (M \\ M_ctx) ∪ M_upd) run on the model itself through one vLLM engine (greedy), or with
    --induction-base-url on any OpenAI-compatible endpoint (the paper induces with the model it evaluates; a small
@@ -18,6 +23,9 @@ score prediction, pair selection and choosing a context strategy, beside the pap
    same three modes, reading the same memory, as a reference for what the memory itself carries (on an empty memory
    the teacher's TOOLMEM row is its GENERIC row: no memory line, so 3 and the first tool). A choose record is a
    two-turn episode: the model names a strategy, then answers the task through that strategy's view of its context.
+   With `--eval-run`, the test split's experiences give the records, half predict and half select (no choose: a model
+   tool has no view of the task for the agent to answer through), written to OUT/tasks.jsonl; A of a pair is the
+   tool with the higher mean score on the training experiences.
 `--teacher-only` starts no engine and runs no model row (induce with --induction rules or on an endpoint).
 """
 
@@ -50,6 +58,8 @@ def table(results: dict, label: str) -> list[str]:
                     f"| {_fmt(s.get('accuracy'), s.get('accuracy_ci'))} | {_fmt(s.get('f1_lt'))} "
                     f"| {_fmt(s.get('f1_gt'))} "
                     f"| {_fmt(sp.get('accuracy'), sp.get('accuracy_ci'))} |")
+    if not any("choice" in run.get("toolmem", {}) for run in results["runs"]):
+        return rows
     rows += ["", f"| {label} mode | its answers through the chosen strategy [95 % CI] | the strategy's own answers "
              "[95 % CI] | best per task | each strategy always |", "|---|---|---|---|---|"]
     for run in results["runs"]:
@@ -66,7 +76,8 @@ def main() -> None:
     ap.add_argument("--model", default=None)
     ap.add_argument("--train-tasks", type=int, default=8)
     ap.add_argument("--num", type=int, default=48,
-                    help="records in all (a third of each kind: predict, select, choose)")
+                    help="records in all (a third of each kind: predict, select, choose; with --eval-run, half "
+                         "predict, half select)")
     ap.add_argument("--induction", choices=INDUCTIONS, default="model",
                     help="model: the paper's LLM induction (this model, or the endpoint below); rules: the "
                          "deterministic offline substitute")
@@ -79,7 +90,14 @@ def main() -> None:
     ap.add_argument("--api-key", default="EMPTY", help="the endpoint's API key")
     ap.add_argument("--teacher-only", action="store_true",
                     help="start no engine: only the scripted teacher's rows")
+    ap.add_argument("--eval-run", action="append", default=[], metavar="DIR",
+                    help="a saved eval run, OUT/runs/<model>/<mode> (repeat it): its model in that mode is a tool")
+    ap.add_argument("--tasks", default=None, metavar="FILE", help="the task records the --eval-run runs ran on")
+    ap.add_argument("--test-fraction", type=float, default=0.5, help="of the --eval-run tasks, in the test split")
+    ap.add_argument("--split-seed", type=int, default=0, help="draws the --eval-run test tasks")
     args = ap.parse_args()
+    if bool(args.eval_run) != bool(args.tasks):
+        ap.error("--eval-run and --tasks go together")
     if bool(args.induction_base_url) != bool(args.induction_model):
         ap.error("--induction-base-url and --induction-model go together")
     if args.induction_base_url and args.induction != "model":
@@ -92,10 +110,30 @@ def main() -> None:
     from sculptor_rl.envs.teachers import ScriptedTeacher
     from sculptor_rl.envs.toolmem import build_memory
     from sculptor_rl.eval.run import EvalConfig, eval_tasks, evaluate
+    from sculptor_rl.jsonl import write_jsonl
     from sculptor_rl.models import resolve_model
     from sculptor_rl.toolmem.experiences import generate_experiences
 
     out, path = Path(args.out), resolve_model(args.model)
+    data, records = None, []
+    if args.eval_run:
+        from sculptor_rl.toolmem.eval_runs import eval_run_experiences, split_by_task
+        from sculptor_rl.toolmem.family import capability_order, from_experiences
+
+        train, test = split_by_task(eval_run_experiences(args.eval_run, args.tasks), args.test_fraction,
+                                    args.split_seed)
+        order = capability_order(train)
+        for kind, num in (("predict", args.num - args.num // 2), ("select", args.num // 2)):
+            found = from_experiences(test, kind, order, num, "evalruns")
+            print(f"{kind}: {len(found)} records (asked {num})")
+            records += found
+        data = str(out / "tasks.jsonl")
+        write_jsonl(records, data)
+        source = (f"{len({e['task_id'] for e in train})} tasks of {', '.join(order)} (most capable first); "
+                  f"test: {len({e['task_id'] for e in test})} tasks")
+    else:
+        train = generate_experiences(args.train_tasks, 0, "train")
+        source = f"{args.train_tasks} tasks"
     fmt = ChatFormat.from_pretrained(path)
     engine = None
     if not args.teacher_only:
@@ -105,11 +143,11 @@ def main() -> None:
         engine = VLLMEngine(path, fmt.stop_ids, SamplingConfig(temperature=0.0, seed=0), max_model_len=8192,
                             enforce_eager=True)
     # room for a choose record's second answer, the task's own (an mrcr reply runs to ~200 tokens)
-    cfg = EvalConfig.from_yaml("configs/eval/toolmem_cpu.yaml", models=[args.model], num=args.num,
+    cfg = EvalConfig.from_yaml("configs/eval/toolmem_cpu.yaml", models=[args.model],
+                               num=len(records) if data else args.num, data=data,
                                max_new_tokens=256, environment_params={"memory": str(out / "memory")},
                                out=str(out / "model"))
     try:
-        train = generate_experiences(args.train_tasks, 0, "train")
         inducer, tokenizer = engine, fmt.tokenizer
         if args.induction_base_url:
             inducer = make_engine("openai", args.induction_model, fmt, SamplingConfig(temperature=0.0, seed=0),
@@ -127,7 +165,7 @@ def main() -> None:
             engine.close()
     cfg.out = str(out / "teacher")
     teacher = evaluate(cfg, engine=ScriptedTeacher(eval_tasks(cfg)))
-    lines = [f"{len(train)} training experiences ({args.train_tasks} tasks); {args.induction} induction: "
+    lines = [f"{len(train)} training experiences ({source}); {args.induction} induction: "
              f"{induction['entries']} entries, {induction['updates']} updates, {induction['retries']} retries, "
              f"{len(induction['failed'])} given up",
              *([*table(model, "model"), ""] if model else []), *table(teacher, "scripted teacher"), "", PAPER]

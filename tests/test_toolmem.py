@@ -518,3 +518,151 @@ def test_induction_on_the_real_engine(tmp_path, fmt, vllm_engine):
         task = next(r for r in generate("toolmem", 8, 0, kind="predict") if r["meta"]["experiences"][0]["tool"] == tool)
         shown = ToolMemEnv(task, params_of("toolmem", {"mode": "toolmem", "memory": str(tmp_path)})).render()[-1]
         assert all(e["text"] in shown["content"] for e in memory.recall(tool, task["meta"]["experiences"][0]["prompt"]))
+
+
+# ---- tools that are models: saved eval runs ----
+
+def _eval_run(root, model: str, mode: str, trajs: list) -> object:
+    from sculptor_rl.trajectory import write_trajectories
+
+    run = root / "runs" / model / mode
+    write_trajectories(trajs, run / "trajectories.jsonl")
+    (run / "summary.json").write_text("{}")
+    return run
+
+
+def _traj(record: dict, answer: str | None):
+    from sculptor_rl.trajectory import Trajectory
+
+    return Trajectory(task_id=record["id"], task=record["task"], steps=[], messages=[], answer=answer,
+                      score=0.0 if answer is None else score_task(record, answer),
+                      stop_reason="answer" if answer is not None else "max_tool_calls",
+                      context_tokens_before=record["meta"]["approx_tokens"], context_tokens_after=100)
+
+
+@pytest.fixture
+def eval_runs(tmp_path):
+    """Two models' saved eval runs on 8 pi_llm tasks: `strong/acm` answers every task right; `base/full` answers the
+    2-key tasks right, one key of the first 4-key task, nothing on the other 4-key tasks (stopped by the cap)."""
+    from sculptor_rl.tasks import pi_llm
+
+    tasks = generate("pi_llm", 4, 0, keys=2, updates=16) + generate("pi_llm", 4, 1, keys=4, updates=16)
+    write_jsonl(tasks, tmp_path / "tasks.jsonl")
+    strong = _eval_run(tmp_path, "strong", "acm", [_traj(r, pi_llm.render_answer(r["answer"])) for r in tasks])
+    base = [_traj(r, pi_llm.render_answer(r["answer"]) if r["meta"]["keys"] == 2 else None) for r in tasks]
+    first = tasks[4]
+    key = next(iter(first["answer"]))
+    base[4] = _traj(first, f"{key}: {first['answer'][key]}")
+    return tasks, [strong, _eval_run(tmp_path, "base", "full", base)], tmp_path / "tasks.jsonl"
+
+
+def test_eval_run_experiences(eval_runs):
+    from sculptor_rl.toolmem.eval_runs import eval_run_experiences
+
+    tasks, runs, tasks_file = eval_runs
+    exps = eval_run_experiences(runs, tasks_file)
+    tools = ("strong/acm", "base/full")  # task by task, the runs in the order given
+    assert [(e["task_id"], e["tool"]) for e in exps] == [(r["id"], t) for r in tasks for t in tools]
+    strategy = {r["id"]: experience(r, TOOLS["truncate-256"]) for r in tasks}  # the strategies' experiences' shape
+    for e in exps:
+        record, own = next(r for r in tasks if r["id"] == e["task_id"]), strategy[e["task_id"]]
+        assert list(e) == list(own) and e["id"] == f"{record['id']}/{e['tool']}"
+        assert (e["family"], e["bucket"], e["prompt"], e["rubric"]) == \
+            (own["family"], own["bucket"], own["prompt"], own["rubric"])
+        assert e["score"] == likert(e["raw"]) and e["tool"] in e["feedback"]
+        assert e["raw"] == (score_task(record, e["solution"]) if e["solution"] else 0.0)
+        assert repr(FAMILY_MODULES["pi_llm"].render_answer(record["answer"])) in e["feedback"]
+    raws = {(e["task_id"], e["tool"]): (e["raw"], e["score"]) for e in exps}
+    assert raws[(tasks[0]["id"], "base/full")] == (1.0, 5) and raws[(tasks[4]["id"], "base/full")] == (0.25, 2)
+    assert raws[(tasks[5]["id"], "base/full")] == (0.0, 1)
+    assert "gave no answer (stopped: max_tool_calls)" in exps[11]["feedback"] and exps[11]["solution"] == ""
+    assert family.capability_order(exps) == ["strong/acm", "base/full"]
+
+
+def test_eval_run_experiences_errors(eval_runs, tmp_path):
+    from sculptor_rl.toolmem.eval_runs import eval_run_experiences
+
+    tasks, (strong, base), tasks_file = eval_runs
+    lines = (strong / "trajectories.jsonl").read_text().splitlines()
+
+    def broken(name: str, *rows: str):
+        run = tmp_path / "runs" / name / "acm"
+        run.mkdir(parents=True)
+        (run / "summary.json").write_text("{}")
+        (run / "trajectories.jsonl").write_text("\n".join(rows) + "\n")
+        return run
+
+    other = generate("pi_llm", 1, 7, keys=2, updates=16)[0]
+    unknown = json.dumps(_traj(other, "x").to_json())
+    cases = [(broken("unknown", lines[0], unknown), rf"unknown/acm/trajectories.jsonl line 2: task "
+                                                    rf"'{other['id']}' has no record in .*tasks.jsonl"),
+             (broken("torn", lines[0], lines[1][:50]), r"torn/acm/trajectories.jsonl line 2: invalid JSON"),
+             (broken("shape", '{"task_id": "x"}'), r"shape/acm/trajectories.jsonl line 1: not a trajectory record"),
+             (broken("twice", lines[0], lines[0]), r"twice/acm/trajectories.jsonl line 2: task .* again \(first at "
+                                                   r".*line 1\)"),
+             (broken("score", lines[0].replace('"score": 1.0', '"score": 5.0')), r"line 1: score 5.0 is not"),
+             (broken("empty"), "no trajectories in it")]
+    for run, message in cases:
+        with pytest.raises(ValueError, match=message):
+            eval_run_experiences([strong, run], tasks_file)
+    (base / "summary.json").unlink()
+    with pytest.raises(ValueError, match="not a complete eval run"):
+        eval_run_experiences([base], tasks_file)
+    with pytest.raises(ValueError, match="no trajectories.jsonl"):
+        eval_run_experiences([tmp_path / "runs" / "none" / "acm"], tasks_file)
+    with pytest.raises(ValueError, match="a tool is given twice"):
+        eval_run_experiences([strong, strong], tasks_file)
+
+
+def test_split_by_task_is_disjoint_and_seeded(eval_runs):
+    from sculptor_rl.toolmem.eval_runs import eval_run_experiences, split_by_task
+
+    _, runs, tasks_file = eval_runs
+    exps = eval_run_experiences(runs, tasks_file)
+    train, test = split_by_task(exps, 0.25, seed=0)
+    ids = [{e["task_id"] for e in part} for part in (train, test)]
+    assert not ids[0] & ids[1] and len(ids[1]) == 2 and len(ids[0]) == 6
+    assert sorted(train + test, key=exps.index) == exps  # nothing lost, each part in the experiences' order
+    assert train == [e for e in exps if e in train] and split_by_task(exps, 0.25, seed=0) == (train, test)
+    assert {seed: frozenset(e["task_id"] for e in split_by_task(exps, 0.25, seed)[1]) for seed in range(6)} != \
+        {seed: frozenset(ids[1]) for seed in range(6)}  # another seed draws other test tasks
+    with pytest.raises(ValueError, match="test_fraction"):
+        split_by_task(exps, 1.0)
+    with pytest.raises(ValueError, match="both hold a task"):
+        split_by_task(exps[:2], 0.5)
+
+
+def test_eval_run_tools_memory_and_records(eval_runs, tmp_path, fmt):
+    """The rules memory holds entries of both model tools; predict and select records (A the tool better on the
+    training tasks), no choose; the scripted teacher reading the memory, through the env, and the env's summary
+    pairs its predictions in that order."""
+    from sculptor_rl.toolmem.eval_runs import eval_run_experiences, split_by_task
+
+    _, runs, tasks_file = eval_runs
+    train, test = split_by_task(eval_run_experiences(runs, tasks_file), 0.5, seed=0)
+    summary = build_memory(train, tmp_path / "memory", induction="rules")
+    assert set(summary["per_tool"]) == {"strong/acm", "base/full"}
+    memory = ToolMem.load(tmp_path / "memory" / MEMORY_FILE)
+    texts = {e["tool"]: [x["text"] for x in memory.entries(e["tool"])] for e in memory.store.entries}
+    assert "Proficient at pi_llm tasks: mean score 5.0/5 over 4 experiences." in texts["strong/acm"]
+    assert {"Proficient at pi_llm tasks (size 2/16): mean score 5.0/5 over 2 experiences.",
+            "Weak at pi_llm tasks (size 4/16): mean score 1.0/5 over 2 experiences."} < set(texts["base/full"])
+    order = family.capability_order(train)
+    assert order == ["strong/acm", "base/full"]
+    predict, select = (family.from_experiences(test, kind, order, tag="evalruns") for kind in ("predict", "select"))
+    assert [r["meta"]["experiences"] for r in predict] == [[e] for e in test]
+    assert predict[0]["id"] == "toolmem-predict-evalruns-00000" and predict[0]["meta"]["capability"] == order
+    assert select and all([e["tool"] for e in r["meta"]["experiences"]] == order for r in select)
+    assert all(r["answer"] == "A" for r in select)  # strong/acm is never worse here
+    with pytest.raises(ValueError, match="predict or select"):
+        family.from_experiences(test, "choose", order)
+    records = predict + select
+    trajs = run_rollouts(records, ScriptedTeacher(records), fmt,
+                         make_env_factory("toolmem", {"mode": "toolmem", "memory": str(tmp_path / "memory")}),
+                         LoopConfig(max_tool_calls=0), progress=False)
+    out = ToolMemEnv.summarize(trajs, "toolmem")
+    assert out["prediction"]["n"] == len(predict) and out["selection"]["n"] == len(select)
+    assert out["selection_from_predictions"]["n"] == len(select)  # the same unequal pairs, A by the records' order
+    assert out["prediction"]["mae"] == 0.125  # one prediction off by 1: 1 for base/full's 0.25 (2/5)
+    # both pairs right, and seen as "better" (A above B): A is the stronger tool, not the first by name
+    assert [out[k][m] for k in ("selection", "selection_from_predictions") for m in ("accuracy", "f1_gt")] == [1.0] * 4

@@ -163,22 +163,25 @@ class ToolMemEnv(Env):
         return {"kind": self.kind, "predicted": predicted, "raw": [e["raw"] for e in self.exps],
                 "tools": [e["tool"] for e in self.exps], "true": [e["score"] for e in self.exps],
                 "task_id": self.exps[0]["task_id"], "family": self.exps[0]["family"],
-                **({"solver": self.params.solver} if self.kind == "choose" else {})}
+                **({"solver": self.params.solver} if self.kind == "choose" else {}),
+                **({"capability": self.task["meta"]["capability"]} if "capability" in self.task["meta"] else {})}
 
     @classmethod
     def summarize(cls, trajs: list, mode: str) -> dict:
         """Predict: MAE/RMSE/Pearson, and selection from two predicted scores of one task (paper §4, the more
-        capable tool as A); select: F1</F1>/accuracy of the direct choices; choose: the chosen tools' mean score
-        beside the oracle's, and the agent's own (`solved`) when it answered through the views it chose."""
+        capable tool as A: by `experiences.CAPABILITY`, or the record's own `meta.capability`); select: F1</F1>/
+        accuracy of the direct choices; choose: the chosen tools' mean score beside the oracle's, and the agent's own
+        (`solved`) when it answered through the views it chose."""
         out = {}
         predicts = [t.info for t in trajs if t.info.get("kind") == "predict"]
         if predicts:
             out["prediction"] = prediction_metrics([i["predicted"] for i in predicts], [i["true"][0] for i in predicts])
-            by_task = defaultdict(dict)
+            by_task, order = defaultdict(dict), {}
             for i in predicts:
                 by_task[i["task_id"]][i["tools"][0]] = (i["predicted"], i["true"][0])
-            pairs = [(ts[a], ts[b]) for ts in by_task.values()
-                     for a, b in combinations(sorted(ts, key=family.capability), 2)]
+                order[i["task_id"]] = i.get("capability")
+            pairs = [(ts[a], ts[b]) for task_id, ts in by_task.items()
+                     for a, b in combinations(sorted(ts, key=lambda t: family.capability(t, order[task_id])), 2)]
             out["selection_from_predictions"] = selection_metrics(
                 [a[0] for a, _ in pairs], [b[0] for _, b in pairs], [a[1] for a, _ in pairs], [b[1] for _, b in pairs])
         selects = [t.info for t in trajs if t.info.get("kind") == "select"]

@@ -3,6 +3,8 @@ score on a task and to choose the better tool.
 
 - `experiences`: experiences with exact feedback, generated offline — context strategies ("tools") on the
   long-context task families, scored by the families' scorers — with train/test splits;
+- `eval_runs`: saved `sculptor-rl eval` runs as experiences, a tool being a model in one mode ("sft_final/acm"),
+  split into train and test by task;
 - `biggen`: BiGGen Bench's published records (per-model responses, judge scores, rubrics, feedback) as experiences;
 - `memory`: the memory (per tool, four proficiency categories), its update rule with the paper's LLM induction step
   or the deterministic rules (offline, not the paper's), retrieval;

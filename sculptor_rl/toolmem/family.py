@@ -1,13 +1,15 @@
 """The `toolmem` task family: predict a tool's score on a task, or choose a tool for it (paper §3-4).
 
-Records are built from test-split experiences (`experiences.generate_experiences`); the model never sees the
-tools' answers or feedback, only the task as `experience["prompt"]` states it:
+Records are built from test-split experiences (`generate`: `experiences.generate_experiences`'s context
+strategies; `from_experiences`: given ones, such as saved eval runs' in `eval_runs`, predict and select only); the
+model never sees the tools' answers or feedback, only the task as `experience["prompt"]` states it:
 - kind `predict`: one (task, tool) experience; answer its 1-5 score. Scored 1 - |predicted - true| / 4 (0
   without a number);
 - kind `select`: two tools A and B on one task with unequal scores (the pairs the paper's selection metrics
   count); answer "A" or "B", the one that scored higher. Scored 1 or 0. A is the more capable tool of the pair
-  (`experiences.CAPABILITY`), as in the paper's pairs (§4, "more capable model is on the left"), so F1< ("worse")
-  measures finding the tasks where the stronger tool does worse, F1> ("better") those where it does better;
+  (`experiences.CAPABILITY`, or the order `from_experiences` is given, kept as `meta.capability`), as in the
+  paper's pairs (§4, "more capable model is on the left"), so F1< ("worse") measures finding the tasks where the
+  stronger tool does worse, F1> ("better") those where it does better;
 - kind `choose`: every tool on one task whose tools' scores differ; answer the name of the tool to solve it with.
   `meta.source` is that task's own record. Scored here by what that tool's answer scored exactly (in [0, 1]); the
   `toolmem` environment by default has the agent answer the task itself through the chosen tool's view instead.
@@ -16,7 +18,7 @@ A record's user message is the paper's GENERIC prompt (§B.2: the memory is the 
 
     {"id": "toolmem-predict-test-s0-00003", "task": "toolmem", "messages": [...], "answer": 4 | "A" | "B" | <tool>,
      "meta": {"kind": "predict" | "select" | "choose", "bucket": "<kind>/<family>", "experiences": [<exp>, ...],
-              "source": <the task record> (choose)}}
+              "source": <the task record> (choose), "capability": [<tool>, ...] (from_experiences)}}
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ NAME = "toolmem"
 KINDS = ("predict", "select", "choose")
 TASK_HEAD = "\n\nThe tools answer the following task prompt: "  # ends the tools' sections of a choice prompt
 
-__all__ = ["KINDS", "NAME", "TASK_HEAD", "capability", "choice_prompt", "generate", "parse_choice", "parse_score",
-           "predict_prompt", "render_answer", "score", "tool_description"]
+__all__ = ["KINDS", "NAME", "TASK_HEAD", "capability", "capability_order", "choice_prompt", "from_experiences",
+           "generate", "parse_choice", "parse_score", "predict_prompt", "render_answer", "score", "tool_description"]
 
 
 def tool_description(tool: str) -> str:
@@ -83,7 +85,7 @@ def choice_prompt(kind: str, exps: list[dict], memories: list[str], examples: li
 def generate(num: int, seed: int = 0, kind: str = "predict", split: str = "test") -> list[dict]:
     """`num` records of `kind` from `split` experiences (deterministic by seed)."""
     from ..tasks.common import check_range
-    from .experiences import TOOLS, experience, generate_tasks
+    from .experiences import CAPABILITY, TOOLS, experience, generate_tasks
 
     check_range("num", num, 0)
     if kind not in KINDS:
@@ -91,14 +93,31 @@ def generate(num: int, seed: int = 0, kind: str = "predict", split: str = "test"
     tasks = max(1, -(-num // len(TOOLS)))
     while True:  # select: as many tasks as it takes to find `num` pairs with unequal scores
         sources = {r["id"]: r for r in generate_tasks(tasks, seed, split)}
-        items = _items([experience(r, tool) for r in sources.values() for tool in TOOLS.values()], kind, len(TOOLS))
+        items = _items([experience(r, tool) for r in sources.values() for tool in TOOLS.values()], kind, CAPABILITY)
         if len(items) >= num:
             break
         if tasks > 100 * (num + 1):
             raise ValueError(f"no {num} tool pairs with unequal scores in {tasks} tasks")
         tasks *= 2
+    return _records(items[:num], kind, f"{split}-s{seed}", sources=sources)
+
+
+def from_experiences(experiences: list[dict], kind: str, order: list[str], num: int | None = None,
+                     tag: str = "given") -> list[dict]:
+    """The first `num` (all: None) records of `kind` from given experiences, in their order (ids
+    `toolmem-<kind>-<tag>-<index>`); `order` the tools most capable first (A of a pair; kept as `meta.capability`,
+    which the env's summary pairs predictions by), e.g. `capability_order` of the training experiences. Predict and
+    select only: a choose record's agent answers the task through the chosen context strategy's view
+    (`experiences.shown_with`), which a tool that is a model has not."""
+    if kind not in ("predict", "select"):
+        raise ValueError(f"records from given experiences are of kind predict or select, got {kind!r}")
+    return _records(_items(experiences, kind, order)[:num], kind, tag, order=order)
+
+
+def _records(items: list[list[dict]], kind: str, tag: str, sources: dict | None = None,
+             order: list[str] | None = None) -> list[dict]:
     records = []
-    for index, exps in enumerate(items[:num]):
+    for index, exps in enumerate(items):
         if kind == "predict":
             prompt, answer = predict_prompt(exps[0], tool_description(exps[0]["tool"])), exps[0]["score"]
         else:
@@ -106,35 +125,52 @@ def generate(num: int, seed: int = 0, kind: str = "predict", split: str = "test"
             best = max(exps, key=lambda e: e["raw"])  # the first of the best
             answer = "AB"[exps.index(best)] if kind == "select" else best["tool"]
         meta = {"kind": kind, "bucket": f"{kind}/{exps[0]['family']}", "experiences": exps}
+        if order is not None:
+            meta["capability"] = list(order)
         if kind == "choose":  # what the agent solves after its choice (envs.toolmem)
             meta["source"] = sources[exps[0]["task_id"]]
-        records.append({"id": f"{NAME}-{kind}-{split}-s{seed}-{index:05d}", "task": NAME,
+        records.append({"id": f"{NAME}-{kind}-{tag}-{index:05d}", "task": NAME,
                         "messages": [{"role": "user", "content": prompt}], "answer": answer, "meta": meta})
     return records
 
 
-def _items(experiences: list[dict], kind: str, tools: int) -> list[list[dict]]:
+def _items(experiences: list[dict], kind: str, order) -> list[list[dict]]:
     """One experience per predict record; per select record, two tools of one task with unequal scores, the more
-    capable first; per choose record, all tools of one task unless they all scored the same."""
+    capable first (by `order`); per choose record, all tools of one task unless they all scored the same."""
     if kind == "predict":
         return [[e] for e in experiences]
+    groups: dict[str, list[dict]] = {}
+    for e in experiences:
+        groups.setdefault(e["task_id"], []).append(e)
     items = []
-    for start in range(0, len(experiences), tools):
-        group = experiences[start:start + tools]
+    for group in groups.values():
         if kind == "choose":
             items += [group] if len({e["raw"] for e in group}) > 1 else []
             continue
-        for a, b in combinations(sorted(group, key=lambda e: capability(e["tool"])), 2):
+        for a, b in combinations(sorted(group, key=lambda e: capability(e["tool"], order)), 2):
             if a["score"] != b["score"]:
                 items.append([a, b])
     return items
 
 
-def capability(tool: str) -> int:
-    """The tool's rank, 0 the most capable (`experiences.CAPABILITY`): what sorts a pair into A and B."""
+def capability(tool: str, order=None) -> int:
+    """The tool's rank, 0 the most capable, in `order` (the tools most capable first; by default
+    `experiences.CAPABILITY`): what sorts a pair into A and B."""
     from .experiences import CAPABILITY
 
-    return CAPABILITY.index(tool)
+    order = CAPABILITY if order is None else order
+    if tool not in order:
+        raise ValueError(f"tool {tool!r} has no capability rank (ranked: {', '.join(order)})")
+    return list(order).index(tool)
+
+
+def capability_order(experiences: list[dict]) -> list[str]:
+    """The experiences' tools, most capable first: by mean exact score (ties by name), the way
+    `experiences.CAPABILITY` was measured."""
+    raws: dict[str, list[float]] = {}
+    for e in experiences:
+        raws.setdefault(e["tool"], []).append(e["raw"])
+    return sorted(raws, key=lambda t: (-sum(raws[t]) / len(raws[t]), t))
 
 
 def parse_score(response: str) -> int | None:
