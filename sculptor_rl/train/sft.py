@@ -138,10 +138,10 @@ def fit(trainer, resume: str | None) -> None:
     """`trainer.train`, resumed from `resume`. A checkpoint that already holds `max_steps` is loaded, not trained
     on: transformers checks max_steps only after a step, so a run killed between its last checkpoint and its
     final save would otherwise come back one step longer."""
-    import json
+    from transformers import TrainerState
 
     if resume and trainer.args.max_steps > 0 and not trainer.is_deepspeed_enabled:
-        done = json.loads((Path(resume) / "trainer_state.json").read_text())["global_step"]
+        done = TrainerState.load_from_json(str(Path(resume) / "trainer_state.json")).global_step
         if done >= trainer.args.max_steps:
             log.info("%s already holds all %d steps: loaded, not trained further", resume, trainer.args.max_steps)
             trainer._load_from_checkpoint(resume)
