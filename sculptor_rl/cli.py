@@ -181,7 +181,8 @@ def cmd_eval(args) -> None:
     flags = dict(models=args.model, tasks=args.tasks.split(",") if args.tasks else None,
                  modes=args.modes.split(",") if args.modes else None, num=args.num, data=args.data,
                  split=args.split, out=args.out, engine=args.engine, seed=args.seed,
-                 context_budget=args.context_budget, environment=args.environment, max_new_tokens=args.max_new_tokens)
+                 context_budget=args.context_budget, environment=args.environment, max_new_tokens=args.max_new_tokens,
+                 max_tool_calls=args.max_tool_calls, temperature=args.temperature)
     cfg = EvalConfig.from_yaml(args.config, **flags)
     cfg.environment_params = {**cfg.environment_params, **dict(args.environment_param)}
     results = evaluate(cfg)
@@ -361,6 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "(engine_kwargs in --config: num_workers, ray_address)")
     ev.add_argument("--seed", type=int)
     ev.add_argument("--max-new-tokens", type=int, help="per completion (default: 256)")
+    ev.add_argument("--max-tool-calls", type=int, help="per rollout; a rollout making more stops (default: 20)")
+    ev.add_argument("--temperature", type=float, help="sampling temperature (default: 0.0, greedy)")
     ev.add_argument("--context-budget", type=int, help="tokens of context truncate and bm25 keep (default: 1500)")
     ev.set_defaults(fn=cmd_eval)
 

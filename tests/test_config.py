@@ -147,3 +147,24 @@ def test_check_values_on_a_plain_dataclass():
     check_values(C, {"n": 2, "names": ["a"]}, "x.yaml")
     with pytest.raises(ValueError, match="x.yaml: key 'names': expected list"):
         check_values(C, {"names": [1]}, "x.yaml")
+
+
+def test_eval_flags_override_the_config(tmp_path, monkeypatch):
+    """--max-tool-calls and --temperature reach the EvalConfig over the YAML's values; unset flags keep them."""
+    import sculptor_rl.eval.run as run
+    from sculptor_rl.cli import main
+
+    seen = []
+
+    def capture(cfg):
+        seen.append(cfg)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(run, "evaluate", capture)
+    path = tmp_path / "eval.yaml"
+    path.write_text("max_tool_calls: 8\ntemperature: 0.0\nmax_new_tokens: 160\n")
+    with pytest.raises(SystemExit):
+        main(["eval", "--config", str(path), "--max-tool-calls", "3", "--temperature", "0.7", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        main(["eval", "--config", str(path), "--out", str(tmp_path)])
+    assert [(c.max_tool_calls, c.temperature, c.max_new_tokens) for c in seen] == [(3, 0.7, 160), (8, 0.0, 160)]
