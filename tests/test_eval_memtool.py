@@ -113,7 +113,7 @@ def test_cli_rejects_bad_memtool_input_before_starting_anything(flags, message, 
 def test_shipped_memtool_config_loads():
     cfg = EvalConfig.from_yaml("configs/eval/memtool_cpu.yaml")
     assert cfg.environment == "memtool" and cfg.modes == list(MODES) and cfg.tasks == ["memtool"]
-    assert cfg.max_tool_calls >= 500  # a 100-request session
+    assert cfg.max_tool_calls >= 11  # per request: a 9-call request, its search and its remove
     tasks = eval_tasks(cfg)  # the paper's sessions: 100 requests averaging 5 calls, stratified 1..9
     assert len(tasks) == cfg.num and {t["meta"]["bucket"] for t in tasks} == {"100x1-9"}
     assert all(sum(len(r["calls"]) for r in t["meta"]["requests"]) == 500 for t in tasks)
@@ -129,9 +129,9 @@ def test_loaded_per_turn_and_table_with_nothing_to_divide():
                "avg_removal_ratio_3t": None, "avg_residual_3t": None, "loaded_mean": 0.0, "loaded_max": 0,
                "ci": {"task_completion": [0.0, 0.658], "tool_correctness": None, "avg_removal_ratio_3t": None,
                       "avg_residual_3t": None},
-               "limit_breaches": 0, "format_errors": 2, "tool_calls": 1.0, "reward": -1.0, "loaded_per_turn": [0.0]}
+               "limit_breaches": 0, "capped_requests": 1, "format_errors": 2, "tool_calls": 1.0, "reward": -1.0, "loaded_per_turn": [0.0]}
     results = {"environment": "memtool", "tasks": ["memtool"], "models": ["m"], "modes": ["autonomous"], "runs": [
         {"model": "m", "mode": "autonomous", "wall_time": 3.0, "memtool": metrics, "average": 0.0,
          "tasks": {}}]}
     row = memtool_table(results).splitlines()[2]
-    assert row == "| m | autonomous | 1 × 2 | – | – | – | 0.00 [0.00, 0.66] | – | 0.00 | 0 | 0 | 2 | 1.0 | -1.000 | 3 |"
+    assert row == "| m | autonomous | 1 × 2 | – | – | – | 0.00 [0.00, 0.66] | – | 0.00 | 0 | 0 | 1 | 2 | 1.0 | -1.000 | 3 |"

@@ -454,6 +454,8 @@ def test_session_reward():
     assert session_reward(traj, cfg, loaded_tools_penalty=0.03) == pytest.approx(0.5 - 0.03 * 28 / 6)
     assert session_reward(SimpleNamespace(**{**vars(traj), "format_errors": 1}), cfg) == -1.0
     assert session_reward(SimpleNamespace(**{**vars(traj), "stop_reason": "max_tool_calls"}), cfg) == -1.0
+    capped = [*TURNS[:-1], {**TURNS[-1], "capped": "max_context_tokens"}]  # the session went on past it
+    assert session_reward(SimpleNamespace(**{**vars(traj), "info": {"turns": capped}}), cfg) == -1.0
 
 
 def test_llm_judge_and_endpoint_summary_over_http(fmt, monkeypatch):

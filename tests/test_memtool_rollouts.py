@@ -111,13 +111,66 @@ def test_limit_breach_and_format_errors_cost_the_reward(sessions, fmt):
     assert traj.format_errors == 1 and traj.reward == -1.0  # a tool the agent does not hold
 
 
-def test_tool_call_cap_stops_a_session(sessions, fmt):
+def test_tool_call_cap_fails_the_request_and_the_session_goes_on(sessions, fmt):
     def forever(k, r):
         return format_tool_call("Search_Tools", {"keywords": ["revenue"]})
 
     (traj,) = run_rollouts(sessions[:1], Script(forever), fmt, make_env_factory("memtool"),
                            LoopConfig(max_tool_calls=6), progress=False)
-    assert traj.stop_reason == "max_tool_calls" and traj.reward == -1.0 and traj.info["turns"][0]["loaded"] == 5
+    turns = traj.info["turns"]  # the cap is per request: each of the 5 fails after its 6 calls
+    assert len(turns) == 5 and [t["capped"] for t in turns] == ["max_tool_calls"] * 5
+    assert traj.num_tool_calls == 30 and traj.stop_reason == "max_tool_calls" and traj.reward == -1.0
+    assert turns[0]["loaded"] == 5 and not any(t["completed"] for t in turns)
+    assert sum(s.next_turn for s in traj.steps) == 4  # a sample closes where each failed request gave way
+    samples = build_samples(traj, lambda step: fmt.bridge_ids(tuple(("tool", c["result"]) for c in step.calls)))
+    assert sum(sum(s.loss_mask) for s in samples) == traj.generated_tokens
+
+
+def _user_turn(request) -> str:
+    return next(m["content"] for m in reversed(request.messages) if m["role"] in ("user", "tool"))
+
+
+def test_a_prompt_over_the_window_drops_history_first(sessions, fmt):
+    """Request 1's long reply pushes request 2's prompt over the window: it leaves the history (H again), and
+    request 2 goes on."""
+    def script(k, r):
+        return "the figures: " + "unknown " * 600 if _user_turn(r).startswith("Request 1 ") else "done"
+
+    make_env = make_env_factory("memtool")
+    head = len(fmt.head_ids(make_env(sessions[0], 0).render(), make_env(sessions[0], 0).tools))
+    (traj,) = run_rollouts(sessions[:1], Script(script), fmt, make_env,
+                           LoopConfig(max_context_tokens=head + 400), progress=False)
+    assert traj.stop_reason == "answer" and len(traj.steps) == 5 and traj.reward == 0.0
+    assert not any(t["capped"] for t in traj.info["turns"])
+    later = [fmt.tokenizer.decode(s.prompt_ids) for s in traj.steps[1:]]
+    assert not any("unknown unknown" in p for p in later) and "Request 2 of 5" in later[0]
+
+
+def test_a_prompt_over_the_window_fails_the_request_then_the_prune_step_recovers(sessions, fmt):
+    """hybrid: request 2 loads 30 tools; their schemas pass the window, so (history dropped) the request fails;
+    request 3's prune step holds no tool schema, removes them, and the session goes on."""
+    companies = catalogue().companies
+
+    def script(k, r):
+        text = _user_turn(r)
+        if "Workflow step (remove tools)" in text:
+            return text.rsplit("Loaded tools: ", 1)[1].rstrip(".")
+        if text.startswith("Request 2 "):
+            return format_tool_call("Search_Tools", {"keywords": [c.name for c in companies[:6]]})
+        return "done"
+
+    make_env = make_env_factory("memtool", {"mode": "hybrid"})
+    (traj,) = run_rollouts(sessions[:1], Script(script), fmt, make_env,
+                           LoopConfig(max_context_tokens=2000), progress=False)
+    turns = traj.info["turns"]
+    assert [t["capped"] for t in turns] == [None, "max_context_tokens", None, None, None]
+    assert turns[1]["added"] == turns[2]["removed"] == 30 and turns[2]["loaded"] == 0
+    assert traj.stop_reason == "answer" and traj.reward == -1.0  # a capped request costs the cap penalty
+    prune = fmt.tokenizer.decode(traj.steps[2].prompt_ids)  # request 3's prune step: request 1 stays dropped
+    assert "Request 2 of 5" in prune and "Request 1 of 5" not in prune
+    assert metrics.summarize([traj])["hybrid"]["capped_requests"] == 1
+    samples = build_samples(traj, lambda step: fmt.bridge_ids(tuple(("tool", c["result"]) for c in step.calls)))
+    assert sum(sum(s.loss_mask) for s in samples) == traj.generated_tokens
 
 
 @pytest.mark.slow

@@ -27,8 +27,8 @@ __all__ = ["LoopConfig", "run_rollouts"]
 class LoopConfig:
     """The loop's settings, under the same names in every config that runs the loop (rl, eval, serve, rollout)."""
 
-    max_tool_calls: int = 20  # a rollout making more calls stops (reward -1)
-    max_context_tokens: int = 131072  # prompt + completion tokens; beyond: stop (reward -1)
+    max_tool_calls: int = 20  # a rollout making more calls stops (reward -1); per turn where the env goes on (on_cap)
+    max_context_tokens: int = 131072  # prompt + completion tokens; beyond: stop (reward -1), or the env's on_cap
     max_new_tokens: int = 512  # per completion
     parser: str = "hermes"
 
@@ -50,7 +50,7 @@ class _Live:
     base: int = 0  # the first step whose completion follows the head (earlier ones are rendered inside it)
     steps: list[Step] = field(default_factory=list)
     asst_index: list[int] = field(default_factory=list)  # message index of each step's assistant turn
-    tool_calls: int = 0
+    tool_calls: int = 0  # calls since the turn began (the rollout's start, or the env going on)
     stop: str | None = None  # "answer" | "max_tool_calls" | "max_context_tokens"
 
 
@@ -97,6 +97,14 @@ def _run_calls(r: _Live, calls: list[ToolCall], cfg: LoopConfig) -> list[dict]:
     return records
 
 
+def _went_on(r: _Live) -> None:
+    """The env opened a new turn (`on_answer` or `on_cap` True): the prompt restarts from its `render()`, Algorithm 1
+    closes a sample after the last step, and the call count starts again."""
+    if r.steps:
+        r.steps[-1].next_turn = True
+    r.base, r.q_len, r.tool_calls, r.stop = len(r.steps), len(r.env.render()), 0, None
+
+
 def run_rollouts(
     tasks: list[dict],
     engine: Engine,
@@ -108,7 +116,9 @@ def run_rollouts(
 ) -> list[Trajectory]:
     """Run `num_generations` rollouts per task; every step sends all live rollouts to the engine at once.
     After a step where an env went on (`on_answer` True), the prompt restarts from its `render()` (re-rendered by
-    the chat template), so an env may rewrite or drop earlier messages there; Algorithm 1 closes a sample then."""
+    the chat template), so an env may rewrite or drop earlier messages there; Algorithm 1 closes a sample then.
+    A cap (max_tool_calls, max_context_tokens) stops a rollout unless its env goes on (`on_cap`: the turn fails,
+    the next one opens)."""
     parser = PARSERS[cfg.parser]()
     pairs = [(task, g) for task in tasks for g in range(num_generations)]
     envs = [make_env(task, i) for i, (task, _) in enumerate(pairs)]
@@ -117,12 +127,15 @@ def run_rollouts(
     max_len = min(cfg.max_context_tokens, engine.max_model_len or cfg.max_context_tokens)
     head_caches = [dict() for _ in live]
     bar = tqdm(total=len(live), desc="rollouts", unit="rollout", disable=not progress, dynamic_ncols=True)
-    start, generated = time.perf_counter(), 0
+    start, generated, steps = time.perf_counter(), 0, 0
     active = list(live)
     while active:
         requests, ready = [], []
         for r in active:
             ids = _prompt_ids(r, fmt, head_caches[r.index])
+            while len(ids) >= max_len and r.env.on_cap("max_context_tokens"):
+                _went_on(r)
+                ids = _prompt_ids(r, fmt, head_caches[r.index])
             room = max_len - len(ids)
             if room <= 0:
                 r.stop = "max_context_tokens"
@@ -133,7 +146,7 @@ def run_rollouts(
         completions: list[Completion] = engine.generate(requests) if requests else []
         for r, req, out in zip(ready, requests, completions):
             ids = out.token_ids if out.token_ids is not None else fmt.completion_ids(out.text)
-            generated += len(ids)
+            generated, steps = generated + len(ids), steps + 1
             parsed = parser.parse(out.text)
             r.asst_index.append(len(r.env.render()))
             r.env.append({"role": "assistant", "content": out.text})
@@ -142,16 +155,18 @@ def run_rollouts(
             r.steps.append(step)
             if parsed.calls:
                 step.calls = _run_calls(r, parsed.calls, cfg)
+                if r.stop == "max_tool_calls" and r.env.on_cap(r.stop):
+                    _went_on(r)
             elif r.env.on_answer(out.text):
-                step.next_turn = True
-                r.base, r.q_len = len(r.steps), len(r.env.render())
+                _went_on(r)
             else:
                 r.stop = "answer"
         active = [r for r in active if r.stop is None]
         done = bar.n
         bar.update(len(live) - len(active) - done)
         elapsed = time.perf_counter() - start
-        bar.set_postfix(live=len(active), rollouts_s=f"{bar.n / elapsed:.2f}", tok_s=f"{generated / elapsed:.0f}")
+        bar.set_postfix(live=len(active), steps=steps, rollouts_s=f"{bar.n / elapsed:.2f}",  # steps: a long
+                        tok_s=f"{generated / elapsed:.0f}")  # session moves the bar only at its end
     bar.close()
     return [_finish(r, fmt) for r in live]
 

@@ -12,6 +12,9 @@ one (`make_env(task, index)`, see `sculptor_rl.envs.make_env_factory`), then at 
 - `append(message)`, `execute(name, arguments) -> ToolResult` (default: no tools);
 - `on_answer(text) -> bool`: a completion without tool calls; True when the env appended the next user turn
   and the rollout goes on (a multi-turn session; default False: the answer ends the rollout);
+- `on_cap(reason) -> bool`: the loop would stop the rollout at a cap ("max_tool_calls", "max_context_tokens");
+  True when the env instead ended the turn in progress (failed) and opened the next one, as after `on_answer`
+  (default False: the cap ends the rollout). The loop's caps thus apply per turn of a session that goes on;
 - `score(answer) -> float` (default: the task family's scorer), `reward(traj) -> float` (default: design
   eq. 4, `reward.compute_reward`), `info() -> dict` (the env's record of the rollout, `Trajectory.info`).
 
@@ -92,6 +95,9 @@ class Env:
         return ToolResult(f"Error: no tools are available here (called {name!r}).", ok=False, modified=False)
 
     def on_answer(self, text: str) -> bool:
+        return False
+
+    def on_cap(self, reason: str) -> bool:
         return False
 
     def score(self, answer: str | None) -> float:

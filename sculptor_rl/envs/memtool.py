@@ -32,6 +32,12 @@ Where the paper and an earlier choice of ours differ, both are parameters; the p
   written by the policy itself in a "History step (summarize)" step of the loop (trained like the workflow
   steps), or by an OpenAI-compatible endpoint (`summary_url`, `summary_model`); `digest` (ours, offline): the
   last `digest_turns` dropped requests as an extractive one-line digest each (request and reply, no model).
+- a prompt over the model's window (the loop's `max_context_tokens`, through `on_cap`): with truncate or digest,
+  the oldest request still shown leaves the window (H again: the paper truncates "in case the LLM agent used too
+  many tokens in the previous query"); when none is left, or with summarize, the request fails (no reply, a
+  `capped` turn) and the next one opens, as after a request that makes more than the loop's `max_tool_calls`
+  (a cap per request here). Without this a small model's session would end at its first overflow, and every
+  later request would count 0. The RL reward of a session with a capped request is the cap penalty.
 - task completion (the paper: an LLM judge): the exact check (every asked value in the reply) is the default,
   offline; `judge_url` + `judge_model` add an LLM judge through any OpenAI-compatible endpoint (the paper used
   GPT-4o mini), scoring each reply's alignment with the expected values 0-10 (`Turn.judged`, in [0, 1]; the
@@ -165,6 +171,7 @@ class Turn:
     expected_called: int = 0  # ... of which were called (and ran): DeepEval's tool correctness
     breaches: int = 0  # limit errors: a search refused (refuse), over the limit (add, autonomous), a failed re-prune
     completed: bool = False  # the reply holds every asked value
+    capped: str | None = None  # the loop's cap that failed the request: max_tool_calls | max_context_tokens
     judged: float | None = None  # the LLM judge's alignment score in [0, 1] (with judge_url)
 
 
@@ -219,6 +226,7 @@ class MemToolEnv(Env):
         self.current: list[dict] = []  # the messages of the request in progress
         self.summary = ""  # history=summarize: the running summary of the requests that left the window
         self.summarized = 0  # ... of finished[:summarized]
+        self.hidden = 0  # finished[:hidden] are not shown in full: a prompt over the window dropped them (on_cap)
         self._called: set[str] = set()  # catalogue tools that ran during the request in progress
         self.phase = "agent"  # summarize | prune | search | reprune | agent | done
         self._open(0)
@@ -261,7 +269,7 @@ class MemToolEnv(Env):
         if self.params.history == "summarize":
             window = self.finished[self.summarized:]  # a summary step still shows the requests it folds in
         else:
-            window = self.finished[max(0, len(self.finished) - self.params.history_turns):]
+            window = self.finished[self._shown_from():]
         return [{"role": "system", "content": self._system()}, *(m for turn in window for m in turn), *self.current]
 
     def original(self) -> list[dict]:
@@ -336,6 +344,16 @@ class MemToolEnv(Env):
             return True
         return self._answered(text, judge=True)
 
+    def on_cap(self, reason: str) -> bool:
+        """A prompt over the window drops the oldest request shown (truncate, digest); otherwise the request fails
+        and the next one opens (False after the last). See the module docstring."""
+        if (reason == "max_context_tokens" and self.params.history != "summarize"
+                and self._shown_from() < len(self.finished)):
+            self.hidden = self._shown_from() + 1
+            return True
+        self.turns[-1].capped = reason
+        return self._answered("", judge=False)
+
     def score(self, answer: str | None) -> float:
         """Task completion: the fraction of the session's requests answered exactly (unreached ones count 0)."""
         return sessions.score(self.task, self.replies)
@@ -405,7 +423,7 @@ class MemToolEnv(Env):
 
     def _system(self) -> str:
         parts = [self.messages[0]["content"], _MODE_PROMPTS[self.mode]]
-        dropped = len(self.finished) - self.params.history_turns
+        dropped = self._shown_from()
         if self.params.history == "digest" and dropped > 0:
             first = max(0, dropped - self.params.digest_turns)
             lines = [f"- {sessions.request_message(i, len(self.requests), self.requests[i]['text'])} "
@@ -415,6 +433,10 @@ class MemToolEnv(Env):
             parts.append("Summary of earlier requests:\n" + self.summary)
         parts.append(f"Tool count: {self._count()} (limit {self.limit}; {len(self.loaded)} loaded from the catalogue).")
         return "\n\n".join(parts)
+
+    def _shown_from(self) -> int:
+        """truncate, digest: the first finished request shown in full."""
+        return max(self.hidden, len(self.finished) - self.params.history_turns)
 
     def _leaving(self) -> int:
         """How many finished requests lie before the history window."""

@@ -155,12 +155,12 @@ def memtool_table(results: dict) -> str:
 
     rows = [[run["model"], run["mode"], f"{m['sessions']} × {m['requests'] // max(1, m['sessions'])}",
              *table2_cells(m), _num(m["removal_ratio"]), _num(m["loaded_mean"], 2), m["loaded_max"],
-             m["limit_breaches"], m["format_errors"], _num(m["tool_calls"], 1), _num(m["reward"]),
+             m["limit_breaches"], m.get("capped_requests", "–"), m["format_errors"], _num(m["tool_calls"], 1), _num(m["reward"]),
              f"{run['wall_time']:.0f}"]
             for run in results["runs"] if (m := run.get("memtool"))]
     return _table(["Model", "Mode", "Sessions × requests", "Avg Removal Ratio 3T", "Avg Residual 3T",
                    "Tool Correctness", "Task Completion", "Removal ratio", "Loaded (mean)", "Loaded (max)",
-                   "Limit breaches", "Format errors", "Tool calls", "Reward", "Wall s"], rows)
+                   "Limit breaches", "Capped requests", "Format errors", "Tool calls", "Reward", "Wall s"], rows)
 
 
 def _details(results: dict) -> str:
@@ -212,7 +212,8 @@ def markdown(results: dict) -> str:
                   "correctness, per request the share of its expected tools called; task completion, per request the "
                   "exact check (or the LLM judge's score, with judge_url). In brackets: 95 % intervals over windows, "
                   "peaks and requests (not independent: a lower bound on the uncertainty). Removal ratio: ΣR/ΣA over "
-                  "the session (eq. 1). Limit breaches and format errors: totals over the sessions; tool calls "
+                  "the session (eq. 1). Limit breaches, capped requests (failed by the loop's max_tool_calls or "
+                  "max_context_tokens, the session going on) and format errors: totals over the sessions; tool calls "
                   "(management tools included): per session; – : nothing to divide. Plot: loaded_tools.png."]
     parts += ["## Per task", _details(results),
               "Format err.: rollouts with an unparseable call or an unknown tool. Tool calls: per task. Ctx tokens: "

@@ -123,11 +123,11 @@ def request_correctness(turns: list[dict]) -> list[float]:
 def session_reward(traj, cfg, loaded_tools_penalty: float = 0.0) -> float:
     """The RL reward: task completion (the score, in [0, 1]) minus `loaded_tools_penalty` × mean tools loaded per
     turn; `cfg.format_error_penalty` (-1) on a format error or a limit error, `cfg.cap_penalty` (-1) when a cap
-    stopped the rollout."""
+    stopped the rollout or failed one of its requests."""
     turns = traj.info["turns"]
     if traj.format_errors or any(t["breaches"] for t in turns):
         return cfg.format_error_penalty
-    if traj.stop_reason != "answer":
+    if traj.stop_reason != "answer" or any(t.get("capped") for t in turns):
         return cfg.cap_penalty
     return traj.score - loaded_tools_penalty * mean(t["loaded"] for t in turns)
 
@@ -153,6 +153,7 @@ def _summary(trajs: list) -> dict:
            "loaded_mean": _mean([t["loaded"] for t in flat]),
            "loaded_max": max((t["loaded"] for t in flat), default=0),
            "limit_breaches": sum(t["breaches"] for t in flat),
+           "capped_requests": sum(bool(t.get("capped")) for t in flat),
            "format_errors": sum(t.format_errors for t in trajs),
            "tool_calls": sum(t.num_tool_calls for t in trajs) / len(trajs),
            "reward": _mean([t.reward for t in trajs])}
