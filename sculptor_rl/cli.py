@@ -362,7 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "(engine_kwargs in --config: num_workers, ray_address)")
     ev.add_argument("--seed", type=int)
     ev.add_argument("--max-new-tokens", type=int, help="per completion (default: 256)")
-    ev.add_argument("--max-tool-calls", type=int, help="per rollout; a rollout making more stops (default: 20)")
+    ev.add_argument("--max-tool-calls", type=int, help="per rollout, or per request of a session that goes on "
+                    "(memtool); more stops it (default: 20)")
     ev.add_argument("--temperature", type=float, help="sampling temperature (default: 0.0, greedy)")
     ev.add_argument("--context-budget", type=int, help="tokens of context truncate and bm25 keep (default: 1500)")
     ev.set_defaults(fn=cmd_eval)
