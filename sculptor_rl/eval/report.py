@@ -155,8 +155,8 @@ def memtool_table(results: dict) -> str:
 
     rows = [[run["model"], run["mode"], f"{m['sessions']} × {m['requests'] // max(1, m['sessions'])}",
              *table2_cells(m), _num(m["removal_ratio"]), _num(m["loaded_mean"], 2), m["loaded_max"],
-             m["limit_breaches"], m.get("capped_requests", "–"), m["format_errors"], _num(m["tool_calls"], 1), _num(m["reward"]),
-             f"{run['wall_time']:.0f}"]
+             m["limit_breaches"], m.get("capped_requests", "–"), m["format_errors"], _num(m["tool_calls"], 1),
+             _num(m["reward"]), f"{run['wall_time']:.0f}"]
             for run in results["runs"] if (m := run.get("memtool"))]
     return _table(["Model", "Mode", "Sessions × requests", "Avg Removal Ratio 3T", "Avg Residual 3T",
                    "Tool Correctness", "Task Completion", "Removal ratio", "Loaded (mean)", "Loaded (max)",
