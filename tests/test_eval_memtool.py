@@ -129,9 +129,11 @@ def test_loaded_per_turn_and_table_with_nothing_to_divide():
                "avg_removal_ratio_3t": None, "avg_residual_3t": None, "loaded_mean": 0.0, "loaded_max": 0,
                "ci": {"task_completion": [0.0, 0.658], "tool_correctness": None, "avg_removal_ratio_3t": None,
                       "avg_residual_3t": None},
-               "limit_breaches": 0, "capped_requests": 1, "format_errors": 2, "tool_calls": 1.0, "reward": -1.0, "loaded_per_turn": [0.0]}
+               "limit_breaches": 0, "capped_requests": 1, "format_errors": 2, "tool_calls": 1.0, "reward": -1.0,
+               "loaded_per_turn": [0.0]}
     results = {"environment": "memtool", "tasks": ["memtool"], "models": ["m"], "modes": ["autonomous"], "runs": [
         {"model": "m", "mode": "autonomous", "wall_time": 3.0, "memtool": metrics, "average": 0.0,
          "tasks": {}}]}
     row = memtool_table(results).splitlines()[2]
-    assert row == "| m | autonomous | 1 × 2 | – | – | – | 0.00 [0.00, 0.66] | – | 0.00 | 0 | 0 | 1 | 2 | 1.0 | -1.000 | 3 |"
+    assert row == ("| m | autonomous | 1 × 2 | – | – | – | 0.00 [0.00, 0.66] | – | 0.00 | 0 | 0 | 1 | 2 | 1.0 | -1.000 "
+                   "| 3 |")

@@ -56,7 +56,7 @@ def test_teacher_completes_sessions_with_valid_samples(sessions, fmt, mode, para
         assert len(traj.info["turns"]) == 5 and all(t["completed"] for t in traj.info["turns"])
         # every request but the last ends with an answer after which the prompt restarts (a new sample)
         assert sum(s.next_turn for s in traj.steps) >= 4
-        samples = build_samples(traj, lambda step: fmt.bridge_ids(tuple(("tool", c["result"]) for c in step.calls)))
+        samples = _samples(traj, fmt)
         assert sum(sum(s.loss_mask) for s in samples) == traj.generated_tokens
         assert sorted(i for s in samples for i in s.completions) == list(range(len(traj.steps)))
         assert len(samples) == sum(s.modified for s in traj.steps[:-1]) + 1
@@ -64,6 +64,11 @@ def test_teacher_completes_sessions_with_valid_samples(sessions, fmt, mode, para
         for step, env in zip(traj.steps, _replay(traj, make_env(traj_task(sessions, traj), 0))):
             assert fmt.tokenizer.decode(step.prompt_ids) == fmt.text(env.render(), add_generation_prompt=True,
                                                                      tools=env.tools)
+
+
+def _samples(traj, fmt):
+    """Algorithm 1's samples of a text-engine rollout (tool results as the chat template's text between turns)."""
+    return build_samples(traj, lambda step: fmt.bridge_ids(tuple(("tool", c["result"]) for c in step.calls)))
 
 
 def traj_task(sessions, traj):
@@ -122,7 +127,7 @@ def test_tool_call_cap_fails_the_request_and_the_session_goes_on(sessions, fmt):
     assert traj.num_tool_calls == 30 and traj.stop_reason == "max_tool_calls" and traj.reward == -1.0
     assert turns[0]["loaded"] == 5 and not any(t["completed"] for t in turns)
     assert sum(s.next_turn for s in traj.steps) == 4  # a sample closes where each failed request gave way
-    samples = build_samples(traj, lambda step: fmt.bridge_ids(tuple(("tool", c["result"]) for c in step.calls)))
+    samples = _samples(traj, fmt)
     assert sum(sum(s.loss_mask) for s in samples) == traj.generated_tokens
 
 
@@ -137,7 +142,8 @@ def test_a_prompt_over_the_window_drops_history_first(sessions, fmt):
         return "the figures: " + "unknown " * 600 if _user_turn(r).startswith("Request 1 ") else "done"
 
     make_env = make_env_factory("memtool")
-    head = len(fmt.head_ids(make_env(sessions[0], 0).render(), make_env(sessions[0], 0).tools))
+    env = make_env(sessions[0], 0)
+    head = len(fmt.head_ids(env.render(), env.tools))
     (traj,) = run_rollouts(sessions[:1], Script(script), fmt, make_env,
                            LoopConfig(max_context_tokens=head + 400), progress=False)
     assert traj.stop_reason == "answer" and len(traj.steps) == 5 and traj.reward == 0.0
@@ -169,7 +175,7 @@ def test_a_prompt_over_the_window_fails_the_request_then_the_prune_step_recovers
     prune = fmt.tokenizer.decode(traj.steps[2].prompt_ids)  # request 3's prune step: request 1 stays dropped
     assert "Request 2 of 5" in prune and "Request 1 of 5" not in prune
     assert metrics.summarize([traj])["hybrid"]["capped_requests"] == 1
-    samples = build_samples(traj, lambda step: fmt.bridge_ids(tuple(("tool", c["result"]) for c in step.calls)))
+    samples = _samples(traj, fmt)
     assert sum(sum(s.loss_mask) for s in samples) == traj.generated_tokens
 
 

@@ -436,7 +436,7 @@ class MemToolEnv(Env):
 
     def _shown_from(self) -> int:
         """truncate, digest: the first finished request shown in full."""
-        return max(self.hidden, len(self.finished) - self.params.history_turns)
+        return max(self.hidden, self._leaving())
 
     def _leaving(self) -> int:
         """How many finished requests lie before the history window."""
