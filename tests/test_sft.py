@@ -40,7 +40,8 @@ def test_sft_runs_saves_a_servable_checkpoint_and_resumes(tmp_path, fmt, model_p
     write_samples(samples, tmp_path / "samples.jsonl")
     args = ["sft", "--samples", str(tmp_path / "samples.jsonl"), "--output_dir", str(tmp_path / "out"),
             "--per_device_train_batch_size", "2", "--learning_rate", "1e-4", "--save_strategy", "steps",
-            "--save_steps", "1", "--logging_steps", "1", "--report_to", "none", "--use_cpu", "true"]
+            "--save_steps", "1", "--save_total_limit", "1",  # one checkpoint on disk (~1.6 GB with Adam state)
+            "--logging_steps", "1", "--report_to", "none", "--use_cpu", "true"]
     main(args + ["--max_steps", "1"])
     final = tmp_path / "out" / "final"
     assert (final / "model.safetensors").exists() and (final / "chat_template.jinja").exists()
@@ -50,3 +51,4 @@ def test_sft_runs_saves_a_servable_checkpoint_and_resumes(tmp_path, fmt, model_p
     main(args + ["--max_steps", "2"])  # resumes from checkpoint-1 instead of starting over
     state = json.loads((tmp_path / "out" / "checkpoint-2" / "trainer_state.json").read_text())
     assert state["global_step"] == 2 and [h["step"] for h in state["log_history"] if "loss" in h] == [1, 2]
+    assert not (tmp_path / "out" / "checkpoint-1").exists()
