@@ -68,11 +68,15 @@ def test_two_steps_move_the_trainer_and_the_engine(vllm_engine, model_path, fmt,
     finally:
         vllm_engine.reload_weights(model_path)  # the engine is shared by the session: give its weights back
     moved = (after_trainer - before_trainer).abs().mean()
-    assert moved > 0.15  # the policy changed visibly on this sequence (0.34-0.52 measured)
-    # the engine follows the trainer, up to bf16 scoring noise, which grows with the trained weights' sharper
-    # logits (0.02 before the steps, 0.036-0.057 after, measured; test_vllm_rollouts checks reloads exactly)
     gap = (after_engine - after_trainer).abs().mean()
-    assert gap < 0.1 and gap < moved / 3
+    follows = torch.corrcoef(torch.stack([after_trainer - before_trainer, after_engine - before_engine]))[0, 1]
+    print(f"trainer moved {moved:.3f}; engine vs trainer after the sync {gap:.3f}; token changes' correlation "
+          f"{follows:.3f}")
+    assert moved > 0.15  # the policy changed visibly on this sequence (0.26-0.72 measured)
+    # the engine follows the trainer token by token, up to bf16 scoring noise, which grows with the trained weights'
+    # sharper logits (0.02 before the steps; after, 0.037-0.069, a tenth of the move, and 0.111 in a fresh clone),
+    # so it is bounded relative to the move, not absolutely (test_vllm_rollouts checks reloads exactly)
+    assert gap < moved / 3 and follows > 0.9
     assert (after_engine - before_engine).abs().mean() > moved / 2  # ...having moved from where it was
     restored = engine_logps(vllm_engine, probe, start)
     assert torch.allclose(restored, before_engine, atol=1e-3)
