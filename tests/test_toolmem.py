@@ -412,6 +412,33 @@ def test_env_modes_rewards_and_summary(memory_dir, fmt):
     assert summary["choice"]["solved"] == pytest.approx(sum(t.score for t in trajs if t.info["kind"] == "choose") / 4)
 
 
+def test_shuffled_memories_show_another_tools_lines_and_the_teacher_follows_them(memory_dir, fmt):
+    """SFT data whose answer is in the lines, not in the tool's name: with `shuffle_memories` a record shows a
+    permutation of the tools' memories (seeded by the record), and the teacher's prediction follows what is shown."""
+    mem = ToolMem.load(memory_dir / MEMORY_FILE)
+    mem.store.add(entry("weak", "Weak at a stream of updates where the last value of each key is asked.", "bm25-1024"))
+    mem.save(memory_dir / MEMORY_FILE)
+    tasks = [r for r in generate("toolmem", 80, 0, kind="predict") if r["meta"]["experiences"][0]["family"] ==
+             "pi_llm" and r["meta"]["experiences"][0]["tool"] in ("truncate-256", "bm25-1024")]
+    with pytest.raises(ValueError, match="shuffle_memories"):
+        params_of("toolmem", {"mode": "toolmem", "memory": str(memory_dir), "shuffle_memories": "yes"})
+
+    def predictions(params):
+        trajs = run_rollouts(tasks, ScriptedTeacher(tasks), fmt, make_env_factory("toolmem", params),
+                             LoopConfig(max_tool_calls=0), progress=False)
+        return [(t.info["tools"][0], t.info["predicted"], "Good at a stream" in t.messages[1]["content"])
+                for t in trajs]
+
+    own = {"truncate-256": (4, True), "bm25-1024": (1, False)}  # good (3 + 1) or weak (3 - 2) at pi_llm streams
+    assert all(own[tool] == (p, good) for tool, p, good in predictions({"mode": "toolmem", "memory": str(memory_dir)}))
+    shuffled = {"mode": "toolmem", "memory": str(memory_dir), "shuffle_memories": 1}
+    found = predictions(shuffled)
+    assert found == predictions(shuffled)  # the permutation is drawn from the seed and the record, not at random
+    assert all(p == (4 if good else 1) for _, p, good in found)  # the teacher reads what is shown, whatever name
+    swapped = [tool for tool, p, good in found if own[tool] != (p, good)]
+    assert 0 < len(swapped) < len(found) and set(swapped) == {"truncate-256", "bm25-1024"}
+
+
 def test_capability_is_the_measured_order():
     """CAPABILITY as its comment says: the tools by mean exact score on 400 train-split tasks, most capable first."""
     raws = defaultdict(list)

@@ -10,6 +10,10 @@ knows of the tools (paper §3.1):
 - `toolmem`: the induced memory, the top-`top_k` (12) entries of each proficiency category by BM25 against the task.
 `memory` is a directory written by `build_memory`: `toolmem.jsonl` (the memory) and `experiences.jsonl` (the
 training experiences it was induced from, which few-shot retrieves). Every rollout reads the same file version.
+`shuffle_memories` (a seed; SFT data, not the paper's) shows each tool's memory or experiences under another tool's
+name, a permutation of the tools drawn per record: with one fixed memory, a predictor trained on its own tools' lines
+can learn each tool's usual score from the name alone and never read the lines (measured: SFT on unshuffled data
+answered the same with the memory as without it); under shuffled names the teacher's answer follows the lines only.
 
 Kind choose, by `solver` (who answers the task once the tool is chosen; paper §2.3, memory-augmented solving):
 - `agent` (default): the next user turn is the task itself, its long context as the chosen tool shows it (the view
@@ -31,6 +35,7 @@ scripted teacher that predicts from the memory it is shown (SFT data).
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass
@@ -68,6 +73,7 @@ class ToolMemParams:
     memory: str = ""  # directory written by build_memory (few-shot and toolmem need it)
     top_k: int = TEST_K  # entries per category (toolmem) or experiences (few-shot) shown
     solver: str = "agent"  # kind choose: agent | tool, who answers the task through the chosen tool
+    shuffle_memories: int | None = None  # a seed: show the tools' memories under permuted names (SFT data only)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -78,6 +84,9 @@ class ToolMemParams:
             raise ValueError(f"top_k must be an integer >= 1, got {self.top_k!r}")
         if not isinstance(self.memory, str):
             raise ValueError(f"memory must be a directory path, got {self.memory!r}")
+        if self.shuffle_memories is not None and (not isinstance(self.shuffle_memories, int)
+                                                  or isinstance(self.shuffle_memories, bool)):
+            raise ValueError(f"shuffle_memories must be an integer seed or null, got {self.shuffle_memories!r}")
 
 
 def load_memory(directory: str) -> tuple[ToolMem, tuple]:
@@ -114,16 +123,27 @@ class ToolMemEnv(Env):
                                  f"(with {MEMORY_FILE} and {EXPERIENCES_FILE}); got {self.params.memory!r}")
             self.messages[-1] = {"role": "user", "content": self._prompt(*load_memory(self.params.memory))}
 
+    def _shown_as(self, tools: list[str]) -> dict[str, str]:
+        """Whose memory each tool's name shows: its own, or with `shuffle_memories` a permutation of `tools` drawn
+        from the seed and the record's id (the same on every run)."""
+        if self.params.shuffle_memories is None:
+            return {}
+        owners = sorted(tools)
+        random.Random(f"{self.params.shuffle_memories}:{self.task['id']}").shuffle(owners)
+        return dict(zip(sorted(tools), owners))
+
     def _prompt(self, memory: ToolMem, train: tuple[dict, ...]) -> str:
         k, query = self.params.top_k, self.exps[0]["prompt"]
         if self.params.mode == "toolmem":
-            memories = [render_memory(memory.recall(e["tool"], query, k)) for e in self.exps]
+            owner = self._shown_as(memory.tools())
+            memories = [render_memory(memory.recall(owner.get(e["tool"], e["tool"]), query, k)) for e in self.exps]
             shots = None
         else:  # few-shot: the GENERIC memory and the tool's most similar training experiences
             memories = [family.tool_description(e["tool"]) for e in self.exps]
+            owner = self._shown_as(list({x["tool"] for x in train}))
             shots = []
             for e in self.exps:
-                pool = [x for x in train if x["tool"] == e["tool"]]
+                pool = [x for x in train if x["tool"] == owner.get(e["tool"], e["tool"])]
                 shots.append([pool[i] for i in top_k(bm25_scores(query, [x["prompt"] for x in pool]), k)])
         if self.kind == "predict":
             return family.predict_prompt(self.exps[0], memories[0], shots[0] if shots else None)
