@@ -71,6 +71,27 @@ def table(results: dict, label: str) -> list[str]:
     return rows
 
 
+def paired(out: Path, label: str) -> list[str]:
+    """TOOLMEM against GENERIC and FEW-SHOT on the same predict records (the paper's comparison), paired by record:
+    the mean change of the absolute error (-reward: an answer without a score counts as 4) with the paired
+    bootstrap's 95 % interval and p-value (the bench evaluates one model under `out`)."""
+    from sculptor_rl.stats import paired_bootstrap
+    from sculptor_rl.trajectory import read_trajectories
+
+    rows = []
+    for model in sorted(p for p in (out / "runs").iterdir() if p.is_dir()):
+        errors = {mode: {t.task_id: -t.reward for t in read_trajectories(model / mode / "trajectories.jsonl")
+                         if t.info.get("kind") == "predict"} for mode in ("generic", "few-shot", "toolmem")}
+        for base in ("generic", "few-shot"):
+            ids = sorted(errors[base].keys() & errors["toolmem"].keys())
+            d = paired_bootstrap([errors[base][i] for i in ids], [errors["toolmem"][i] for i in ids])
+            if d["n"]:
+                rows.append(f"{label}: TOOLMEM - {base.upper()} absolute error, paired on {d['n']} "
+                            f"predict records: {d['diff']:+.3f} [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}], p = "
+                            f"{d['p']:.3g}")
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None)
@@ -168,7 +189,9 @@ def main() -> None:
     lines = [f"{len(train)} training experiences ({source}); {args.induction} induction: "
              f"{induction['entries']} entries, {induction['updates']} updates, {induction['retries']} retries, "
              f"{len(induction['failed'])} given up",
-             *([*table(model, "model"), ""] if model else []), *table(teacher, "scripted teacher"), "", PAPER]
+             *([*table(model, "model"), ""] if model else []), *table(teacher, "scripted teacher"), "",
+             *(paired(out / "model", "model") if model else []), *paired(out / "teacher", "scripted teacher"), "",
+             PAPER]
     (out / "table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

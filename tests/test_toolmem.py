@@ -25,7 +25,7 @@ from sculptor_rl.toolmem.biggen import import_biggen
 from sculptor_rl.toolmem.experiences import (CAPABILITY, FAMILY_MODULES, TOOLS, Tool, experience, generate_experiences,
                                              likert, shown_with)
 from sculptor_rl.toolmem.memory import (ToolMem, category_of, check_entry, features, in_band, induce,
-                                        model_induction, parse_induction, rules_induction)
+                                        mirror, model_induction, parse_induction, rules_induction)
 from sculptor_rl.toolmem.metrics import choice_metrics, prediction_metrics, selection_metrics
 
 
@@ -412,31 +412,52 @@ def test_env_modes_rewards_and_summary(memory_dir, fmt):
     assert summary["choice"]["solved"] == pytest.approx(sum(t.score for t in trajs if t.info["kind"] == "choose") / 4)
 
 
-def test_shuffled_memories_show_another_tools_lines_and_the_teacher_follows_them(memory_dir, fmt):
-    """SFT data whose answer is in the lines, not in the tool's name: with `shuffle_memories` a record shows a
-    permutation of the tools' memories (seeded by the record), and the teacher's prediction follows what is shown."""
+def test_mirror_gives_the_opposite_record():
+    memory = ToolMem()
+    induce(memory, generate_experiences(4, 0, "train"), rules_induction)
+    for e in memory.store.entries:
+        m = mirror(e)
+        check_entry(m)
+        assert m["sum"] / m["n"] == pytest.approx(6 - e["sum"] / e["n"]) and m["feature"] == e["feature"]
+        assert m["category"] == category_of(6 - e["sum"] / e["n"]) and mirror(m) == e
+    weak = next(e for e in memory.store.entries if e["text"].startswith("Weak at") and e["n"] == 1)
+    assert mirror(weak)["text"] == "Proficient at" + weak["text"][len("Weak at"):].replace("1.0/5", "5.0/5")
+    written = entry("bad", "Bad at long contexts.")  # an induction's entry: the opposite phrase
+    assert mirror(written) == entry("good", "Good at long contexts.")
+
+
+def test_counterfactual_memories_vary_what_is_shown_and_the_teacher_follows_it(memory_dir, fmt):
+    """SFT data whose answer is in the lines, not in the tool's name or the task: with `counterfactual_memories`
+    each record shows a tool another tool's memory, mirrored or not (seeded by the record), and the teacher's
+    prediction follows what is shown."""
     mem = ToolMem.load(memory_dir / MEMORY_FILE)
     mem.store.add(entry("weak", "Weak at a stream of updates where the last value of each key is asked.", "bm25-1024"))
     mem.save(memory_dir / MEMORY_FILE)
-    tasks = [r for r in generate("toolmem", 80, 0, kind="predict") if r["meta"]["experiences"][0]["family"] ==
+    tasks = [r for r in generate("toolmem", 320, 0, kind="predict") if r["meta"]["experiences"][0]["family"] ==
              "pi_llm" and r["meta"]["experiences"][0]["tool"] in ("truncate-256", "bm25-1024")]
-    with pytest.raises(ValueError, match="shuffle_memories"):
-        params_of("toolmem", {"mode": "toolmem", "memory": str(memory_dir), "shuffle_memories": "yes"})
+    for bad in ("yes", True):
+        with pytest.raises(ValueError, match="counterfactual_memories"):
+            params_of("toolmem", {"mode": "toolmem", "memory": str(memory_dir), "counterfactual_memories": bad})
+    with pytest.raises(ValueError, match="counterfactual_memories"):
+        params_of("toolmem", {"mode": "few-shot", "memory": str(memory_dir), "counterfactual_memories": 1})
 
     def predictions(params):
         trajs = run_rollouts(tasks, ScriptedTeacher(tasks), fmt, make_env_factory("toolmem", params),
                              LoopConfig(max_tool_calls=0), progress=False)
-        return [(t.info["tools"][0], t.info["predicted"], "Good at a stream" in t.messages[1]["content"])
-                for t in trajs]
+        return [(t.info["tools"][0], t.info["predicted"],  # and the category of the line about pi_llm's streams
+                 next(line[2:].split(" at ")[0] for line in t.messages[1]["content"].splitlines()
+                      if line.startswith("- ") and "a stream" in line)) for t in trajs]
 
-    own = {"truncate-256": (4, True), "bm25-1024": (1, False)}  # good (3 + 1) or weak (3 - 2) at pi_llm streams
-    assert all(own[tool] == (p, good) for tool, p, good in predictions({"mode": "toolmem", "memory": str(memory_dir)}))
-    shuffled = {"mode": "toolmem", "memory": str(memory_dir), "shuffle_memories": 1}
-    found = predictions(shuffled)
-    assert found == predictions(shuffled)  # the permutation is drawn from the seed and the record, not at random
-    assert all(p == (4 if good else 1) for _, p, good in found)  # the teacher reads what is shown, whatever name
-    swapped = [tool for tool, p, good in found if own[tool] != (p, good)]
-    assert 0 < len(swapped) < len(found) and set(swapped) == {"truncate-256", "bm25-1024"}
+    value = {"Proficient": 5, "Good": 4, "Bad": 2, "Weak": 1}  # 3 + the category's value, as the teacher reads it
+    own = {"truncate-256": "Good", "bm25-1024": "Weak"}
+    assert all(shown == own[tool] and p == value[shown]
+               for tool, p, shown in predictions({"mode": "toolmem", "memory": str(memory_dir)}))
+    counterfactual = {"mode": "toolmem", "memory": str(memory_dir), "counterfactual_memories": 1}
+    found = predictions(counterfactual)
+    assert found == predictions(counterfactual)  # drawn from the seed and the record, the same on every run
+    assert all(p == value[shown] for _, p, shown in found)  # the teacher reads what is shown, whatever the name
+    for tool in own:  # each name shows all four: its own lines, the other tool's, and both mirrored
+        assert {shown for t, _, shown in found if t == tool} == set(value)
 
 
 def test_capability_is_the_measured_order():

@@ -10,10 +10,12 @@ knows of the tools (paper §3.1):
 - `toolmem`: the induced memory, the top-`top_k` (12) entries of each proficiency category by BM25 against the task.
 `memory` is a directory written by `build_memory`: `toolmem.jsonl` (the memory) and `experiences.jsonl` (the
 training experiences it was induced from, which few-shot retrieves). Every rollout reads the same file version.
-`shuffle_memories` (a seed; SFT data, not the paper's) shows each tool's memory or experiences under another tool's
-name, a permutation of the tools drawn per record: with one fixed memory, a predictor trained on its own tools' lines
-can learn each tool's usual score from the name alone and never read the lines (measured: SFT on unshuffled data
-answered the same with the memory as without it); under shuffled names the teacher's answer follows the lines only.
+`counterfactual_memories` (a seed; toolmem mode; SFT data, not the paper's) shows each record counterfactual
+memories: each tool's name over another tool's memory (a permutation of the tools), mirrored with probability 1/2
+(`toolmem.memory.mirror`: scores s as 6 - s, proficient <-> weak). With the one fixed memory, a predictor trained on
+the teacher's answers learns each tool's or each family's usual score and never reads the lines (measured: SFT
+answered the same with the memory as without it, by tool, and after permuting the names only, by family); here
+neither the name nor the task says the answer, only the lines shown.
 
 Kind choose, by `solver` (who answers the task once the tool is chosen; paper §2.3, memory-augmented solving):
 - `agent` (default): the next user turn is the task itself, its long context as the chosen tool shows it (the view
@@ -53,7 +55,7 @@ from ..tasks import score as score_task
 from ..toolmem import family
 from ..toolmem.experiences import TOOLS, read_answer, shown_with
 from ..toolmem.memory import (CATEGORIES, INDUCTIONS, PHRASES, TASK_LENGTH, TEST_K, ToolMem, check_entry,
-                              in_band, induce, model_induction, render_memory, rules_induction)
+                              in_band, induce, mirror, model_induction, render_memory, rules_induction)
 from ..toolmem.metrics import WORST_ERROR, choice_metrics, prediction_metrics, selection_metrics
 from .base import Env
 
@@ -73,7 +75,7 @@ class ToolMemParams:
     memory: str = ""  # directory written by build_memory (few-shot and toolmem need it)
     top_k: int = TEST_K  # entries per category (toolmem) or experiences (few-shot) shown
     solver: str = "agent"  # kind choose: agent | tool, who answers the task through the chosen tool
-    shuffle_memories: int | None = None  # a seed: show the tools' memories under permuted names (SFT data only)
+    counterfactual_memories: int | None = None  # a seed: permuted and mirrored memories (toolmem mode, SFT data)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -84,9 +86,10 @@ class ToolMemParams:
             raise ValueError(f"top_k must be an integer >= 1, got {self.top_k!r}")
         if not isinstance(self.memory, str):
             raise ValueError(f"memory must be a directory path, got {self.memory!r}")
-        if self.shuffle_memories is not None and (not isinstance(self.shuffle_memories, int)
-                                                  or isinstance(self.shuffle_memories, bool)):
-            raise ValueError(f"shuffle_memories must be an integer seed or null, got {self.shuffle_memories!r}")
+        seed = self.counterfactual_memories
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or self.mode != "toolmem"):
+            raise ValueError(f"counterfactual_memories is an integer seed, in the toolmem mode; got {seed!r} in "
+                             f"mode {self.mode!r}")
 
 
 def load_memory(directory: str) -> tuple[ToolMem, tuple]:
@@ -123,27 +126,29 @@ class ToolMemEnv(Env):
                                  f"(with {MEMORY_FILE} and {EXPERIENCES_FILE}); got {self.params.memory!r}")
             self.messages[-1] = {"role": "user", "content": self._prompt(*load_memory(self.params.memory))}
 
-    def _shown_as(self, tools: list[str]) -> dict[str, str]:
-        """Whose memory each tool's name shows: its own, or with `shuffle_memories` a permutation of `tools` drawn
-        from the seed and the record's id (the same on every run)."""
-        if self.params.shuffle_memories is None:
-            return {}
-        owners = sorted(tools)
-        random.Random(f"{self.params.shuffle_memories}:{self.task['id']}").shuffle(owners)
-        return dict(zip(sorted(tools), owners))
+    def _shown(self, memory: ToolMem, tool: str, query: str) -> list[dict]:
+        """The entries shown for `tool`: its own top-k per category, or with `counterfactual_memories` those of the
+        tool a permutation drawn from the seed and the record's id gives it, mirrored or not (same on every run)."""
+        seed = self.params.counterfactual_memories
+        if seed is None:
+            return memory.recall(tool, query, self.params.top_k)
+        rng, tools = random.Random(f"{seed}:{self.task['id']}"), sorted(memory.tools())
+        owners = rng.sample(tools, len(tools))
+        mirrored = {t: rng.random() < 0.5 for t in tools}
+        owner = dict(zip(tools, owners)).get(tool, tool)
+        entries = memory.recall(owner, query, self.params.top_k)
+        return [mirror(e) for e in entries] if mirrored.get(tool) else entries
 
     def _prompt(self, memory: ToolMem, train: tuple[dict, ...]) -> str:
         k, query = self.params.top_k, self.exps[0]["prompt"]
         if self.params.mode == "toolmem":
-            owner = self._shown_as(memory.tools())
-            memories = [render_memory(memory.recall(owner.get(e["tool"], e["tool"]), query, k)) for e in self.exps]
+            memories = [render_memory(self._shown(memory, e["tool"], query)) for e in self.exps]
             shots = None
         else:  # few-shot: the GENERIC memory and the tool's most similar training experiences
             memories = [family.tool_description(e["tool"]) for e in self.exps]
-            owner = self._shown_as(list({x["tool"] for x in train}))
             shots = []
             for e in self.exps:
-                pool = [x for x in train if x["tool"] == owner.get(e["tool"], e["tool"])]
+                pool = [x for x in train if x["tool"] == e["tool"]]
                 shots.append([pool[i] for i in top_k(bm25_scores(query, [x["prompt"] for x in pool]), k)])
         if self.kind == "predict":
             return family.predict_prompt(self.exps[0], memories[0], shots[0] if shots else None)

@@ -33,8 +33,8 @@ from pathlib import Path
 from ..memory import MemoryStore, bm25_scores, top_k
 
 __all__ = ["CATEGORIES", "INDUCTIONS", "INDUCTION_PROMPT", "InductionReport", "TASK_LENGTH", "ToolMem",
-           "category_of", "check_entry", "features", "in_band", "induce", "model_induction", "parse_induction",
-           "render_memory", "rules_induction"]
+           "category_of", "check_entry", "features", "in_band", "induce", "mirror", "model_induction",
+           "parse_induction", "render_memory", "rules_induction"]
 
 CATEGORIES = {"proficient": 2, "good": 1, "bad": -1, "weak": -2}
 # the phrases the refinement prompt asks for; "poor at" is the prompt's word for the "weak at" category
@@ -284,6 +284,19 @@ def category_of(mean: float) -> str:
     """The category whose value (+2 .. -2, the score 5, 4, 2, 1) is nearest the mean 1-5 score (3: good)."""
     value = mean - 3
     return "proficient" if value >= 1.5 else "good" if value >= 0 else "bad" if value > -1.5 else "weak"
+
+
+def mirror(entry: dict) -> dict:
+    """The entry as a tool with the opposite record would have it (counterfactual SFT data, `envs.toolmem`): a
+    rules entry with every score s as 6 - s, any other with the opposite category (proficient <-> weak, good <->
+    bad) and its phrase."""
+    if "feature" in entry:
+        phrase = entry["text"].split(" at ", 1)[1].rsplit(": mean score", 1)[0]
+        return _rules_entry(entry["tool"], entry["feature"], phrase, entry["n"], 6 * entry["n"] - entry["sum"])
+    category = {"proficient": "weak", "good": "bad", "bad": "good", "weak": "proficient"}[entry["category"]]
+    found = _PHRASE.match(entry["text"])  # an induction entry begins with its phrase (`parse_induction`)
+    rest = entry["text"][found.end():] if found else f": {entry['text']}"
+    return {**entry, "category": category, "text": f"{category.capitalize()} at{rest}"}
 
 
 def _rules_entry(tool: str, key: str, phrase: str, n: int, total: int | float) -> dict:
