@@ -221,6 +221,12 @@ def _stream_asked(content: bytes) -> bool:
 # ---- the tests ------------------------------------------------------------------------------------------------------
 
 
+def test_the_server_keeps_an_idle_connection_longer_than_clients_do(server):
+    """Else a client reusing a connection at the moment the server closes it gets "connection reset by peer" (it
+    did, here: httpx and the OpenAI SDK keep idle connections 5 s, as uvicorn did)."""
+    assert server.uvicorn.config.timeout_keep_alive > httpx.Limits().keepalive_expiry
+
+
 def test_fuzzed_chat_bodies_get_an_openai_error_or_a_completion(server, http, engine):
     statuses: list[int] = []
 

@@ -398,7 +398,7 @@ def test_env_modes_rewards_and_summary(memory_dir, fmt):
     assert "Good at a stream of updates" in by_family["pi_llm"].messages[1]["content"]
     for t in trajs:
         if t.info["kind"] == "predict":
-            assert t.reward == -abs(t.info["predicted"] - t.info["true"][0])
+            assert t.reward == -abs(t.info["predicted"] - t.info["true"][0]) and isinstance(t.reward, float)
         elif t.info["kind"] == "choose":  # the teacher names a tool, then answers from its view as the tool's reader
             assert t.reward == t.score == t.info["raw"][t.info["tools"].index(t.info["predicted"])]
             assert len(t.steps) == 2 and t.info["solver"] == "agent"

@@ -178,7 +178,7 @@ class ToolMemEnv(Env):
     def reward(self, traj) -> float:
         if self.kind == "predict":
             predicted = family.parse_score(self.text or "")
-            return -(WORST_ERROR if predicted is None else abs(predicted - self.task["answer"]))
+            return -float(WORST_ERROR if predicted is None else abs(predicted - self.task["answer"]))
         return traj.score
 
     def info(self) -> dict:

@@ -50,9 +50,12 @@ class Server:
         host, port = sock.getsockname()[:2]
         self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
         self.sock = sock
-        # on shutdown, requests still running get a few seconds to finish, then their connections are closed
+        # on shutdown, requests still running get a few seconds to finish, then their connections are closed.
+        # An idle connection is kept longer than clients keep theirs (httpx and the OpenAI SDK: 5 s, uvicorn's own
+        # default too), so that the client drops it first: with equal timeouts a request sent at the 5th second
+        # met a connection the server was closing ("connection reset by peer", seen in the serve fuzz test).
         self.uvicorn = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level,
-                                                     timeout_graceful_shutdown=10))
+                                                     timeout_graceful_shutdown=10, timeout_keep_alive=65))
         self._thread: threading.Thread | None = None
 
     def run(self) -> None:

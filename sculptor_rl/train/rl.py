@@ -526,7 +526,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
         everyone = gather_object(light)
         num_samples = sum(gather_object([num_samples]))
         s = summarize(everyone)
-        rewards = torch.tensor([t.reward for t in everyone])
+        rewards = torch.tensor([t.reward for t in everyone], dtype=torch.float32)  # an env may score in ints
         g = self.num_generations
         m = self._metrics["train"]
         for key in ("reward", "accuracy", "correct", "format_error_rate", "tool_calls_per_task", "tool_entropy",
