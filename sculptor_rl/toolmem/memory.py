@@ -293,7 +293,7 @@ def mirror(entry: dict) -> dict:
     if "feature" in entry:
         phrase = entry["text"].split(" at ", 1)[1].rsplit(": mean score", 1)[0]
         return _rules_entry(entry["tool"], entry["feature"], phrase, entry["n"], 6 * entry["n"] - entry["sum"])
-    category = {"proficient": "weak", "good": "bad", "bad": "good", "weak": "proficient"}[entry["category"]]
+    category = next(c for c, v in CATEGORIES.items() if v == -CATEGORIES[entry["category"]])
     found = _PHRASE.match(entry["text"])  # an induction entry begins with its phrase (`parse_induction`)
     rest = entry["text"][found.end():] if found else f": {entry['text']}"
     return {**entry, "category": category, "text": f"{category.capitalize()} at{rest}"}
