@@ -412,6 +412,23 @@ def test_env_modes_rewards_and_summary(memory_dir, fmt):
     assert summary["choice"]["solved"] == pytest.approx(sum(t.score for t in trajs if t.info["kind"] == "choose") / 4)
 
 
+def test_the_teacher_breaks_ties_by_the_record_not_by_the_place(memory_dir, fmt):
+    """Tools whose memories say the same are told apart by a hash of the record's id, so that SFT data does not teach
+    "A" or the first tool listed: here only truncate-256 has lines, so the other tools tie at 3."""
+    tasks = generate("toolmem", 48, 0, kind="select") + generate("toolmem", 24, 0, kind="choose")
+    trajs = run_rollouts(tasks, ScriptedTeacher(tasks), fmt,
+                         make_env_factory("toolmem", {"mode": "toolmem", "memory": str(memory_dir), "solver": "tool"}),
+                         LoopConfig(max_tool_calls=0), progress=False)
+    tied = [t for t in trajs if t.info["kind"] == "select" and "truncate-256" not in t.info["tools"]]
+    assert len(tied) >= 8 and {t.info["predicted"] for t in tied} == {"A", "B"}
+    chosen = [t.info["tools"].index(t.info["predicted"]) for t in trajs if t.info["kind"] == "choose"]
+    assert len(set(chosen)) >= 3  # not always the first tool of the record
+    again = run_rollouts(tasks, ScriptedTeacher(tasks), fmt,
+                         make_env_factory("toolmem", {"mode": "toolmem", "memory": str(memory_dir), "solver": "tool"}),
+                         LoopConfig(max_tool_calls=0), progress=False)
+    assert [t.info["predicted"] for t in again] == [t.info["predicted"] for t in trajs]
+
+
 def test_mirror_gives_the_opposite_record():
     memory = ToolMem()
     induce(memory, generate_experiences(4, 0, "train"), rules_induction)

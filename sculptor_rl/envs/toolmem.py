@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import zlib
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from itertools import combinations
@@ -290,8 +291,10 @@ def _expected(section: str, query: str) -> float:
 
 def teach(task: dict, messages: list[dict], tools=None) -> str:
     """The score (predict) or the tool (select, choose) the memory lines or examples in the user message point to
-    (`_expected`); after a choice, the answer the chosen tool's reader finds in the view shown. Deterministic;
-    reads only what the model is shown (never the answer)."""
+    (`_expected`); after a choice, the answer the chosen tool's reader finds in the view shown. Tools that tie are
+    told apart by a hash of the record's id, not by their place (ties to the first listed made 44 of 64 select
+    answers "A" in the counterfactual SFT data, and the model trained on them answered "A" whatever the memory; 28
+    now). Deterministic; reads only what the model is shown and the record's id (never the answer)."""
     if messages[-1]["role"] == "user" and messages[-1]["content"].startswith(VIEW_HEAD):
         return read_answer(task["meta"]["source"], messages[-1]["content"])
     user = next(m["content"] for m in messages if m["role"] == "user")
@@ -302,5 +305,6 @@ def teach(task: dict, messages: list[dict], tools=None) -> str:
     heads = [user.index(family.tool_header(kind, i, e["tool"])) for i, e in enumerate(exps)]
     ends = [*heads[1:], user.index(family.TASK_HEAD)]
     expected = [_expected(user[a:b], query) for a, b in zip(heads, ends)]
-    best = expected.index(max(expected))
+    tied = [i for i, x in enumerate(expected) if x == max(expected)]
+    best = tied[zlib.crc32(task["id"].encode()) % len(tied)]
     return "AB"[best] if kind == "select" else exps[best]["tool"]
