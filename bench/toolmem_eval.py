@@ -48,16 +48,19 @@ def _fmt(value, ci=None) -> str:
 
 def table(results: dict, label: str) -> list[str]:
     rows = [f"| {label} mode | MAE [95 % CI] | RMSE [95 % CI] | Pearson [95 % CI] | parsed | sel. acc. (direct) "
-            "[95 % CI] | F1< | F1> | sel. acc. (from 2 predictions) |", "|" + "---|" * 9]
+            "[95 % CI] | F1< | F1> | sel. acc. (from 2 predictions) | choice from predictions [95 % CI] (best) |",
+            "|" + "---|" * 10]
     for run in results["runs"]:
         own = run.get("toolmem", {})
         p, s, sp = own.get("prediction", {}), own.get("selection", {}), own.get("selection_from_predictions", {})
+        cp = own.get("choice_from_predictions", {})
         rows.append(f"| {run['mode']} | {_fmt(p.get('mae'), p.get('mae_ci'))} "
                     f"| {_fmt(p.get('rmse'), p.get('rmse_ci'))} "
                     f"| {_fmt(p.get('pearson'), p.get('pearson_ci'))} | {p.get('parsed')}/{p.get('n')} "
                     f"| {_fmt(s.get('accuracy'), s.get('accuracy_ci'))} | {_fmt(s.get('f1_lt'))} "
                     f"| {_fmt(s.get('f1_gt'))} "
-                    f"| {_fmt(sp.get('accuracy'), sp.get('accuracy_ci'))} |")
+                    f"| {_fmt(sp.get('accuracy'), sp.get('accuracy_ci'))} "
+                    f"| {_fmt(cp.get('chosen'), cp.get('chosen_ci'))} ({_fmt(cp.get('oracle'))}) |")
     if not any("choice" in run.get("toolmem", {}) for run in results["runs"]):
         return rows
     rows += ["", f"| {label} mode | its answers through the chosen strategy [95 % CI] | the strategy's own answers "

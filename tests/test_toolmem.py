@@ -26,7 +26,8 @@ from sculptor_rl.toolmem.experiences import (CAPABILITY, FAMILY_MODULES, TOOLS, 
                                              likert, shown_with)
 from sculptor_rl.toolmem.memory import (ToolMem, category_of, check_entry, features, in_band, induce,
                                         mirror, model_induction, parse_induction, rules_induction)
-from sculptor_rl.toolmem.metrics import choice_metrics, prediction_metrics, selection_metrics
+from sculptor_rl.toolmem.metrics import (choice_metrics, choices_from_predictions, prediction_metrics,
+                                         selection_metrics)
 
 
 # ---- experiences ----
@@ -341,7 +342,25 @@ def test_choice_metrics_by_hand():
     m = choice_metrics(rows)
     assert (m["chosen"], m["oracle"]) == (pytest.approx(1 / 3), pytest.approx(2.5 / 3))
     assert m["fixed"] == {"x": pytest.approx(1 / 3), "y": pytest.approx(0.5)}
-    assert m["choices"] == {"x": 2, "y": 0, None: 1}
+    assert m["choices"] == {"x": 2, "y": 0, None: 1} and m["ties"] == 0
+    tied = choice_metrics([*rows, {"tools": tools, "raw": [1.0, 0.25], "predicted": ["x", "y"]}])
+    assert tied["chosen"] == pytest.approx((1 + 0 + 0 + 0.625) / 4) and tied["ties"] == 1
+
+
+def test_choices_from_predictions_by_hand():
+    def row(task, tool, predicted, raw):
+        return {"task_id": task, "tools": [tool], "predicted": predicted, "raw": [raw]}
+
+    rows = [row("t1", "x", 5, 1.0), row("t1", "y", 5, 0.0), row("t1", "z", 1, 0.5),  # x and y tie at the top
+            row("t2", "x", None, 1.0), row("t2", "y", None, 0.0),  # nothing parsed: no choice
+            row("t3", "x", 4, 1.0),  # one tool: nothing to choose
+            row("t4", "x", 2, 0.0), row("t4", "y", None, 1.0)]  # an unparsed prediction ranks below any score
+    assert choices_from_predictions(rows) == [
+        {"tools": ["x", "y", "z"], "raw": [1.0, 0.0, 0.5], "predicted": ["x", "y"]},
+        {"tools": ["x", "y"], "raw": [1.0, 0.0], "predicted": None},
+        {"tools": ["x", "y"], "raw": [0.0, 1.0], "predicted": ["x"]}]
+    m = choice_metrics(choices_from_predictions(rows))
+    assert (m["chosen"], m["oracle"], m["ties"]) == (pytest.approx(0.5 / 3), pytest.approx(1.0), 1)
 
 
 # ---- the family and the environment ----
@@ -412,23 +431,6 @@ def test_env_modes_rewards_and_summary(memory_dir, fmt):
     assert summary["choice"]["solved"] == pytest.approx(sum(t.score for t in trajs if t.info["kind"] == "choose") / 4)
 
 
-def test_the_teacher_breaks_ties_by_the_record_not_by_the_place(memory_dir, fmt):
-    """Tools whose memories say the same are told apart by a hash of the record's id, so that SFT data does not teach
-    "A" or the first tool listed: here only truncate-256 has lines, so the other tools tie at 3."""
-    tasks = generate("toolmem", 48, 0, kind="select") + generate("toolmem", 24, 0, kind="choose")
-    trajs = run_rollouts(tasks, ScriptedTeacher(tasks), fmt,
-                         make_env_factory("toolmem", {"mode": "toolmem", "memory": str(memory_dir), "solver": "tool"}),
-                         LoopConfig(max_tool_calls=0), progress=False)
-    tied = [t for t in trajs if t.info["kind"] == "select" and "truncate-256" not in t.info["tools"]]
-    assert len(tied) >= 8 and {t.info["predicted"] for t in tied} == {"A", "B"}
-    chosen = [t.info["tools"].index(t.info["predicted"]) for t in trajs if t.info["kind"] == "choose"]
-    assert len(set(chosen)) >= 3  # not always the first tool of the record
-    again = run_rollouts(tasks, ScriptedTeacher(tasks), fmt,
-                         make_env_factory("toolmem", {"mode": "toolmem", "memory": str(memory_dir), "solver": "tool"}),
-                         LoopConfig(max_tool_calls=0), progress=False)
-    assert [t.info["predicted"] for t in again] == [t.info["predicted"] for t in trajs]
-
-
 def test_mirror_gives_the_opposite_record():
     memory = ToolMem()
     induce(memory, generate_experiences(4, 0, "train"), rules_induction)
@@ -490,12 +492,15 @@ def test_pairs_from_predictions_put_the_more_capable_tool_first():
     truncate-1024 scored below bm25-256 and the predictions say so: a "worse" case (alphabetically bm25-256 would be
     A and it would count as "better"); accuracy does not depend on the order."""
     def predicted(tool, score):
-        info = {"kind": "predict", "task_id": "t", "tools": [tool], "predicted": score, "true": [score]}
+        info = {"kind": "predict", "task_id": "t", "tools": [tool], "predicted": score, "true": [score],
+                "raw": [score / 5]}
         return SimpleNamespace(info=info, score=1.0)
 
     pairs = ToolMemEnv.summarize([predicted("bm25-256", 4), predicted("truncate-1024", 2)], "toolmem")
     found = pairs["selection_from_predictions"]
     assert (found["f1_lt"], found["f1_gt"], found["accuracy"]) == (1.0, None, 1.0)
+    chosen = pairs["choice_from_predictions"]  # the tool predicted best, here the better one
+    assert (chosen["n"], chosen["chosen"], chosen["oracle"]) == (1, pytest.approx(0.8), pytest.approx(0.8))
 
 
 class Replies:

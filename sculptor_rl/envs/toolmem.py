@@ -26,8 +26,9 @@ Kind choose, by `solver` (who answers the task once the tool is chosen; paper §
 Reward, from the exact scores: predict -|predicted - true| (-4 without a number), select 1 for the better tool,
 else 0, choose the score above. `summarize` gives the paper's metrics: MAE, RMSE, Pearson (predict),
 F1</F1>/accuracy of the pairs (select; and for predict, the paper's §4 way: two predicted scores of one task
-compared, the more capable tool as A); for choose, the mean exact score of the chosen tools' own answers beside
-the best and each fixed tool, and with the agent solver the mean score of the agent's answers (`solved`).
+compared, the more capable tool as A; and the tool a task's predictions rank best, `choice_from_predictions`);
+for choose, the mean exact score of the chosen tools' own answers beside the best and each fixed tool, and with the
+agent solver the mean score of the agent's answers (`solved`).
 
 `build_memory` runs the induction (`toolmem.memory.induce`): the paper's on an engine (the policy's or an
 OpenAI-compatible endpoint), or the deterministic rules, the offline substitute that needs no model; `teach` is a
@@ -39,7 +40,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import zlib
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from itertools import combinations
@@ -57,7 +57,8 @@ from ..toolmem import family
 from ..toolmem.experiences import TOOLS, read_answer, shown_with
 from ..toolmem.memory import (CATEGORIES, INDUCTIONS, PHRASES, TASK_LENGTH, TEST_K, ToolMem, check_entry,
                               in_band, induce, mirror, model_induction, render_memory, rules_induction)
-from ..toolmem.metrics import WORST_ERROR, choice_metrics, prediction_metrics, selection_metrics
+from ..toolmem.metrics import (WORST_ERROR, choice_metrics, choices_from_predictions, prediction_metrics,
+                               selection_metrics)
 from .base import Env
 
 __all__ = ["MODES", "SOLVERS", "TOOLMEM_SYSTEM_PROMPT", "ToolMemEnv", "ToolMemParams", "build_memory", "teach"]
@@ -195,9 +196,10 @@ class ToolMemEnv(Env):
     @classmethod
     def summarize(cls, trajs: list, mode: str) -> dict:
         """Predict: MAE/RMSE/Pearson, and selection from two predicted scores of one task (paper §4, the more
-        capable tool as A: by `experiences.CAPABILITY`, or the record's own `meta.capability`); select: F1</F1>/
-        accuracy of the direct choices; choose: the chosen tools' mean score beside the oracle's, and the agent's own
-        (`solved`) when it answered through the views it chose."""
+        capable tool as A: by `experiences.CAPABILITY`, or the record's own `meta.capability`) and the choice of
+        the tool a task's predictions rank best (a tie: an even pick among the tied, scored as their mean);
+        select: F1</F1>/accuracy of the direct choices; choose: the chosen tools' mean score beside the oracle's,
+        and the agent's own (`solved`) when it answered through the views it chose."""
         out = {}
         predicts = [t.info for t in trajs if t.info.get("kind") == "predict"]
         if predicts:
@@ -210,6 +212,9 @@ class ToolMemEnv(Env):
                      for a, b in combinations(sorted(ts, key=lambda t: family.capability(t, order[task_id])), 2)]
             out["selection_from_predictions"] = selection_metrics(
                 [a[0] for a, _ in pairs], [b[0] for _, b in pairs], [a[1] for a, _ in pairs], [b[1] for _, b in pairs])
+            choices = choices_from_predictions(predicts)
+            if choices:
+                out["choice_from_predictions"] = choice_metrics(choices)
         selects = [t.info for t in trajs if t.info.get("kind") == "select"]
         if selects:
             choice = [i["predicted"] for i in selects]
@@ -291,10 +296,8 @@ def _expected(section: str, query: str) -> float:
 
 def teach(task: dict, messages: list[dict], tools=None) -> str:
     """The score (predict) or the tool (select, choose) the memory lines or examples in the user message point to
-    (`_expected`); after a choice, the answer the chosen tool's reader finds in the view shown. Tools that tie are
-    told apart by a hash of the record's id, not by their place (ties to the first listed made 44 of 64 select
-    answers "A" in the counterfactual SFT data, and the model trained on them answered "A" whatever the memory; 28
-    now). Deterministic; reads only what the model is shown and the record's id (never the answer)."""
+    (`_expected`); after a choice, the answer the chosen tool's reader finds in the view shown. Deterministic;
+    reads only what the model is shown (never the answer)."""
     if messages[-1]["role"] == "user" and messages[-1]["content"].startswith(VIEW_HEAD):
         return read_answer(task["meta"]["source"], messages[-1]["content"])
     user = next(m["content"] for m in messages if m["role"] == "user")
@@ -305,6 +308,5 @@ def teach(task: dict, messages: list[dict], tools=None) -> str:
     heads = [user.index(family.tool_header(kind, i, e["tool"])) for i, e in enumerate(exps)]
     ends = [*heads[1:], user.index(family.TASK_HEAD)]
     expected = [_expected(user[a:b], query) for a, b in zip(heads, ends)]
-    tied = [i for i, x in enumerate(expected) if x == max(expected)]
-    best = tied[zlib.crc32(task["id"].encode()) % len(tied)]
+    best = expected.index(max(expected))
     return "AB"[best] if kind == "select" else exps[best]["tool"]

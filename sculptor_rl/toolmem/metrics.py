@@ -8,7 +8,8 @@
   F1< = 2 TP< / (P< + R<), F1> = 2 TP> / (P> + R>), accuracy = (TP< + TP>) / |D|. A prediction of a tie is in
   neither P< nor P>, so it counts as wrong;
 - choosing a tool per task: the mean exact score of the chosen tools' answers, beside the best tool per task (the
-  oracle) and each tool always chosen (an unparsed choice scores 0).
+  oracle) and each tool always chosen (an unparsed choice scores 0). A choice may be a tie of several tools (the
+  tools predicted best, `choices_from_predictions`): it scores their mean, the value of an even pick among them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import numpy as np
 
 from ..stats import bootstrap_mean, interval
 
-__all__ = ["WORST_ERROR", "choice_metrics", "pearson", "prediction_metrics", "selection_metrics"]
+__all__ = ["WORST_ERROR", "choice_metrics", "choices_from_predictions", "pearson", "prediction_metrics",
+           "selection_metrics"]
 
 WORST_ERROR = 4.0  # |1 - 5|: the error an unparsed prediction counts as
 
@@ -79,10 +81,33 @@ def selection_metrics(pred_a: Sequence[float | None], pred_b: Sequence[float | N
 
 
 def choice_metrics(rows: Sequence[dict]) -> dict:
-    """Rows {"tools", "raw" (each tool's exact score), "predicted" (the chosen tool or None)}, one per task."""
-    chosen = [r["raw"][r["tools"].index(r["predicted"])] if r["predicted"] in r["tools"] else 0.0 for r in rows]
+    """Rows {"tools", "raw" (each tool's exact score), "predicted" (the chosen tool, None, or a list of tied
+    tools)}, one per task; `ties`: the rows whose choice is a tie of several tools."""
+    def picked(row: dict) -> list[str]:
+        p = row["predicted"]
+        return [t for t in ([p] if isinstance(p, str) else p or []) if t in row["tools"]]
+
+    chosen = [float(np.mean([r["raw"][r["tools"].index(t)] for t in picked(r)])) if picked(r) else 0.0 for r in rows]
     fixed = {t: [r["raw"][r["tools"].index(t)] for r in rows if t in r["tools"]] for t in rows[0]["tools"]}
     return {"n": len(rows), "chosen": float(np.mean(chosen)), "chosen_ci": list(bootstrap_mean(chosen)),
             "oracle": float(np.mean([max(r["raw"]) for r in rows])),
             "fixed": {t: float(np.mean(v)) for t, v in fixed.items()},
-            "choices": {t: sum(r["predicted"] == t for r in rows) for t in [*fixed, None]}}
+            "choices": {t: sum(r["predicted"] == t for r in rows) for t in [*fixed, None]},
+            "ties": sum(len(picked(r)) > 1 for r in rows)}
+
+
+def choices_from_predictions(rows: Sequence[dict]) -> list[dict]:
+    """Choice rows (`choice_metrics`) from predict rows {"task_id", "tools": [tool], "predicted" (1-5 or None),
+    "raw": [exact score]}: per task with two tools or more, the tools predicted best (an unparsed prediction ranks
+    below any score; None when no prediction parsed)."""
+    tasks: dict[str, dict[str, tuple]] = {}
+    for r in rows:
+        tasks.setdefault(r["task_id"], {})[r["tools"][0]] = (r["predicted"], r["raw"][0])
+    out = []
+    for found in tasks.values():
+        if len(found) < 2:
+            continue
+        scores = {t: p for t, (p, _) in found.items() if p is not None}
+        best = [t for t, p in scores.items() if p == max(scores.values())] if scores else None
+        out.append({"tools": list(found), "raw": [raw for _, raw in found.values()], "predicted": best})
+    return out
