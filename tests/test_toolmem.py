@@ -345,6 +345,7 @@ def test_choice_metrics_by_hand():
     assert m["choices"] == {"x": 2, "y": 0, None: 1} and m["ties"] == 0
     tied = choice_metrics([*rows, {"tools": tools, "raw": [1.0, 0.25], "predicted": ["x", "y"]}])
     assert tied["chosen"] == pytest.approx((1 + 0 + 0 + 0.625) / 4) and tied["ties"] == 1
+    assert tied["choices"] == m["choices"]  # a tie is no one tool's choice
 
 
 def test_choices_from_predictions_by_hand():
@@ -361,6 +362,7 @@ def test_choices_from_predictions_by_hand():
         {"tools": ["x", "y"], "raw": [0.0, 1.0], "predicted": ["x"]}]
     m = choice_metrics(choices_from_predictions(rows))
     assert (m["chosen"], m["oracle"], m["ties"]) == (pytest.approx(0.5 / 3), pytest.approx(1.0), 1)
+    assert m["choices"] == {"x": 1, "y": 0, "z": 0, None: 1}
 
 
 # ---- the family and the environment ----

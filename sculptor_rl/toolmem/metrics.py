@@ -82,7 +82,8 @@ def selection_metrics(pred_a: Sequence[float | None], pred_b: Sequence[float | N
 
 def choice_metrics(rows: Sequence[dict]) -> dict:
     """Rows {"tools", "raw" (each tool's exact score), "predicted" (the chosen tool, None, or a list of tied
-    tools)}, one per task; `ties`: the rows whose choice is a tie of several tools."""
+    tools)}, one per task; `choices` counts the rows that chose one tool, each tool's and none (None), `ties` those
+    whose choice is a tie of several tools."""
     def picked(row: dict) -> list[str]:
         p = row["predicted"]
         return [t for t in ([p] if isinstance(p, str) else p or []) if t in row["tools"]]
@@ -92,7 +93,8 @@ def choice_metrics(rows: Sequence[dict]) -> dict:
     return {"n": len(rows), "chosen": float(np.mean(chosen)), "chosen_ci": list(bootstrap_mean(chosen)),
             "oracle": float(np.mean([max(r["raw"]) for r in rows])),
             "fixed": {t: float(np.mean(v)) for t, v in fixed.items()},
-            "choices": {t: sum(r["predicted"] == t for r in rows) for t in [*fixed, None]},
+            "choices": {**{t: sum(picked(r) == [t] for r in rows) for t in fixed},
+                        None: sum(not picked(r) for r in rows)},
             "ties": sum(len(picked(r)) > 1 for r in rows)}
 
 
