@@ -84,18 +84,15 @@ def choice_metrics(rows: Sequence[dict]) -> dict:
     """Rows {"tools", "raw" (each tool's exact score), "predicted" (the chosen tool, None, or a list of tied
     tools)}, one per task; `choices` counts the rows that chose one tool, each tool's and none (None), `ties` those
     whose choice is a tie of several tools."""
-    def picked(row: dict) -> list[str]:
-        p = row["predicted"]
-        return [t for t in ([p] if isinstance(p, str) else p or []) if t in row["tools"]]
-
-    chosen = [float(np.mean([r["raw"][r["tools"].index(t)] for t in picked(r)])) if picked(r) else 0.0 for r in rows]
+    picks = [[t for t in ([p] if isinstance(p, str) else p or []) if t in r["tools"]]
+             for r in rows for p in [r["predicted"]]]
+    chosen = [float(np.mean([r["raw"][r["tools"].index(t)] for t in ts])) if ts else 0.0 for r, ts in zip(rows, picks)]
     fixed = {t: [r["raw"][r["tools"].index(t)] for r in rows if t in r["tools"]] for t in rows[0]["tools"]}
     return {"n": len(rows), "chosen": float(np.mean(chosen)), "chosen_ci": list(bootstrap_mean(chosen)),
             "oracle": float(np.mean([max(r["raw"]) for r in rows])),
             "fixed": {t: float(np.mean(v)) for t, v in fixed.items()},
-            "choices": {**{t: sum(picked(r) == [t] for r in rows) for t in fixed},
-                        None: sum(not picked(r) for r in rows)},
-            "ties": sum(len(picked(r)) > 1 for r in rows)}
+            "choices": {**{t: picks.count([t]) for t in fixed}, None: picks.count([])},
+            "ties": sum(len(ts) > 1 for ts in picks)}
 
 
 def choices_from_predictions(rows: Sequence[dict]) -> list[dict]:
@@ -110,6 +107,7 @@ def choices_from_predictions(rows: Sequence[dict]) -> list[dict]:
         if len(found) < 2:
             continue
         scores = {t: p for t, (p, _) in found.items() if p is not None}
-        best = [t for t, p in scores.items() if p == max(scores.values())] if scores else None
+        top = max(scores.values(), default=None)
+        best = [t for t, p in scores.items() if p == top] if scores else None
         out.append({"tools": list(found), "raw": [raw for _, raw in found.values()], "predicted": best})
     return out
