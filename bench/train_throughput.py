@@ -5,7 +5,8 @@
 
 1. SFT on the quickstart's pi_llm samples (its `task_params` from configs/quickstart.yaml, seed 0, scripted
    teacher, Algorithm 1; the first `--samples` of them in file order, i.e. whole rollouts), the embedded model,
-   bf16 autocast where the CPU runs bf16 natively, else fp32 (`bf16_is_fast`), one epoch, AdamW, each variant from the same initial weights in this process:
+   bf16 autocast where the CPU runs bf16 natively, else fp32 (`bf16_is_fast`), one epoch, AdamW, each variant in
+   its own process from the same initial weights:
    (a) TRL `SFTTrainer` as a user configures it for these samples: the dataset's `input_ids` and
        `assistant_masks` (TRL builds the labels from them), batch 1, TRL's own defaults otherwise (bf16 and
        gradient checkpointing on); (a') the same with gradient checkpointing off;
@@ -13,9 +14,9 @@
        token), batch 1, `shared_prefix: false`;
    (c) ours with `shared_prefix: true` and `max_tokens_per_batch` each of `--budgets` (samples in prefix
        order); the first budget is the quickstart SFT config's.
-   Throughput counts the samples' own tokens (the same numerator for all: what TRL trains on) over the wall
+   Throughput counts the dataset's tokens (the same numerator for all: what TRL trains on) over the wall
    time of `trainer.train()`. Memory: peak RSS during `train()` minus RSS before it (psutil, sampled every
-   5 ms by a thread; torch's CPU allocations are not seen by tracemalloc).
+   5 ms by a thread; torch's CPU allocations are not seen by tracemalloc), in the variant's fresh process.
 2. RL-shaped batches: one GRPO group, G rollouts of `--completion` trained tokens (a rollout's first sample:
    the group's prompt, then its first completion) after a shared prompt of C tokens, forward + backward of
    the masked-LM loss, on a randomly initialised model of the embedded model's shape (`--layers` of its 30;
@@ -29,7 +30,6 @@ The last line, for scripts: `shared-prefix vs TRL SFTTrainer: N.NNx` ((c) at the
 from __future__ import annotations
 
 import argparse
-import copy
 import gc
 import tempfile
 import threading
@@ -81,49 +81,57 @@ def quickstart_samples(n: int):
     fmt = ChatFormat.from_pretrained(resolve_model(None))
     tasks = generate(quickstart["task"], n, 0, **quickstart["task_params"])  # >= n samples: 2+ per rollout
     trajs = [t for t in rollout(tasks, RolloutConfig(engine="scripted"), fmt=fmt, progress=False) if t.reward >= 1]
-    return policy_samples(trajs, fmt)[:n], fmt.tokenizer
+    return policy_samples(trajs, fmt)[:n]
 
 
-def sft_variants(samples, tokenizer, budgets: list[int], out: Path) -> list[dict]:
-    from transformers import AutoModelForCausalLM
-    from trl import SFTConfig, SFTTrainer
+def sft_variants(samples, budgets: list[int], out: Path) -> list[dict]:
+    """Each variant in a fresh process (spawned): the same initial weights from disk, and a peak memory that no
+    earlier variant's freed-but-kept allocations hide."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
 
-    from sculptor_rl.models import resolve_model
     from sculptor_rl.samples import write_samples
-    from sculptor_rl.train.sft import MaskedSFTTrainer, SculptorSFTConfig, load_sample_dataset
 
     write_samples(samples, out / "samples.jsonl")
-    model = AutoModelForCausalLM.from_pretrained(resolve_model(None), dtype=torch.float32)
-    initial = copy.deepcopy(model.state_dict())
-    tokens = sum(len(s.input_ids) for s in samples)
     common = dict(output_dir=str(out / "run"), num_train_epochs=1, learning_rate=1e-5, bf16=BF16, use_cpu=True,
                   max_length=None, per_device_train_batch_size=1, gradient_accumulation_steps=1, save_strategy="no",
                   report_to=[], logging_steps=1000, dataloader_num_workers=0, seed=0)
     ours = dict(common, gradient_checkpointing=False)  # as configs/sft/quickstart_cpu.yaml
-    variants = [("(a) TRL SFTTrainer", SFTTrainer, SFTConfig(**common)),
-                ("(a') TRL SFTTrainer, no checkpointing", SFTTrainer, SFTConfig(**common, gradient_checkpointing=False)),
-                ("(b) ours, no sharing", MaskedSFTTrainer, SculptorSFTConfig(shared_prefix=False, **ours))]
-    variants += [(f"(c) ours, shared prefix, {b} tokens", MaskedSFTTrainer,
-                  SculptorSFTConfig(shared_prefix=True, max_tokens_per_batch=b, **ours)) for b in budgets]
+    variants = [("(a) TRL SFTTrainer", "trl", common),
+                ("(a') TRL SFTTrainer, no checkpointing", "trl", dict(common, gradient_checkpointing=False)),
+                ("(b) ours, no sharing", "ours", dict(ours, shared_prefix=False))]
+    variants += [(f"(c) ours, shared prefix, {b} tokens", "ours", dict(ours, shared_prefix=True, max_tokens_per_batch=b))
+                 for b in budgets]
     rows = []
-    for name, cls, args in variants:
-        model.load_state_dict(initial)
-        # the Trainer turns checkpointing on for (a) but never off: each variant starts without it
-        model.gradient_checkpointing_disable()
-        trainer = cls(model=model, args=args, train_dataset=load_sample_dataset(str(out / "samples.jsonl"), None),
-                      processing_class=tokenizer)
-        steps = len(trainer.get_train_dataloader())
-        gc.collect()
-        with PeakRSS() as mem:
-            start = time.perf_counter()
-            trainer.train()
-            seconds = time.perf_counter() - start
-        rows.append({"variant": name, "micro-batches": steps, "seconds": seconds,
-                     "samples/s": len(samples) / seconds, "tokens/s": tokens / seconds, "peak GiB": mem.gib})
+    for variant in variants:
+        with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+            rows.append(pool.submit(sft_variant, *variant, out / "samples.jsonl").result())
         print(rows[-1], flush=True)
-        del trainer
-        gc.collect()
     return rows
+
+
+def sft_variant(name: str, kind: str, args: dict, samples: Path) -> dict:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    from sculptor_rl.models import resolve_model
+    from sculptor_rl.train.sft import MaskedSFTTrainer, SculptorSFTConfig, load_sample_dataset
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(resolve_model(None), dtype=torch.float32)
+    cls, config = (SFTTrainer, SFTConfig) if kind == "trl" else (MaskedSFTTrainer, SculptorSFTConfig)
+    dataset = load_sample_dataset(str(samples), None)
+    trainer = cls(model=model, args=config(**args), train_dataset=dataset,
+                  processing_class=AutoTokenizer.from_pretrained(resolve_model(None)))
+    steps = len(trainer.get_train_dataloader())
+    tokens = sum(map(len, dataset["input_ids"]))
+    gc.collect()
+    with PeakRSS() as mem:
+        start = time.perf_counter()
+        trainer.train()
+        seconds = time.perf_counter() - start
+    return {"variant": name, "micro-batches": steps, "seconds": seconds, "samples/s": len(dataset) / seconds,
+            "tokens/s": tokens / seconds, "peak GiB": mem.gib}
 
 
 def timed(fn, *args) -> float:
@@ -202,10 +210,10 @@ def main() -> None:
               f"shape with {args.layers} layers, {PRECISION}; plain = fastest of {args.plain_rows} row(s) x G:\n{table(rl)}")
     if not args.samples:
         return
-    samples, tokenizer = quickstart_samples(args.samples)
+    samples = quickstart_samples(args.samples)
     print(f"{len(samples)} samples, {sum(len(s.input_ids) for s in samples)} tokens", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        sft = sft_variants(samples, tokenizer, args.budgets, Path(tmp))
+        sft = sft_variants(samples, args.budgets, Path(tmp))
     print(f"\nSFT, quickstart pi_llm samples ({len(samples)}), embedded model, {PRECISION}, torch threads "
           f"{torch.get_num_threads()}:\n{table(sft)}")
     trl, trl_no_ckpt, ours, shared = (row["tokens/s"] for row in sft[:4])
