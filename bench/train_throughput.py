@@ -11,9 +11,9 @@
        `assistant_masks` (TRL builds the labels from them), batch 1, TRL's own defaults otherwise (bf16 and
        gradient checkpointing on); (a') the same with gradient checkpointing off;
    (b) ours (`MaskedSFTTrainer`: LM head only on trained positions, samples trimmed after their last trained
-       token), batch 1, `shared_prefix: false`;
+       token), batch 1, `shared_prefix: false`, as configs/sft/quickstart_cpu.yaml;
    (c) ours with `shared_prefix: true` and `max_tokens_per_batch` each of `--budgets` (samples in prefix
-       order); the first budget is the quickstart SFT config's.
+       order).
    Throughput counts the dataset's tokens (the same numerator for all: what TRL trains on) over the wall
    time of `trainer.train()`. Memory: peak RSS during `train()` minus RSS before it (psutil, sampled every
    5 ms by a thread; torch's CPU allocations are not seen by tracemalloc), in the variant's fresh process.
@@ -100,8 +100,8 @@ def sft_variants(samples, budgets: list[int], out: Path) -> list[dict]:
     variants = [("(a) TRL SFTTrainer", "trl", common),
                 ("(a') TRL SFTTrainer, no checkpointing", "trl", dict(common, gradient_checkpointing=False)),
                 ("(b) ours, no sharing", "ours", dict(ours, shared_prefix=False))]
-    variants += [(f"(c) ours, shared prefix, {b} tokens", "ours", dict(ours, shared_prefix=True, max_tokens_per_batch=b))
-                 for b in budgets]
+    variants += [(f"(c) ours, shared prefix, {b} tokens", "ours",
+                  dict(ours, shared_prefix=True, max_tokens_per_batch=b)) for b in budgets]
     rows = []
     for variant in variants:
         with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
