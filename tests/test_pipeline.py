@@ -51,6 +51,8 @@ def test_the_gspo_ablation_script_plans_four_variants_from_one_start(tmp_path, m
         assert re.search(rf"^model +{re.escape(model_path)}$", plan, re.M)
         assert re.search(rf"^tasks +{re.escape(str(data / 'rl.jsonl'))},", plan, re.M)
         assert "max_steps 3" in plan and f"ablation/{variant}" in plan
+        # the round size and learning rate of the README's ablation table, whatever the long recipe's are now
+        assert "= 2 task(s) x 4 generations" in plan and "lr 1e-05;" in plan
     assert not (tmp_path / "ablation").exists()  # a dry run trains nothing
 
     proc = subprocess.run([str(ABLATION)], env={**env, "SFT": str(tmp_path / "none")}, capture_output=True, text=True)
