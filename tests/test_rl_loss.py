@@ -336,9 +336,9 @@ def test_equals_trl_grpo_trainer_loss(level, loss_type, beta, fmt, tmp_path):
     ("sequence", "grpo", "per-sample"), ("token", "dapo", "per-sample"), ("rollout", "grpo", "per-rollout"),
     ("rollout", "grpo", "per-sample"), ("sequence", "grpo", "per-rollout")])
 def test_trainer_micro_batches_add_up_to_one_batch(level, loss_type, weighting, fmt, tmp_path):
-    """The trainer's split of a round into unequal micro-batches of whole rollouts (rollouts of 1-3 samples; an
-    untrained filler when there are more micro-steps than rollouts) gives the loss and gradients of the whole
-    round in one batch."""
+    """The trainer's split of a round into unequal micro-batches (rollouts of 1-3 samples, kept whole where the
+    objective sums over a rollout, else split by sample; an untrained filler when there are more micro-steps than
+    units) gives the loss and gradients of the whole round in one batch."""
     from transformers import AutoModelForCausalLM
 
     path = tiny_model_dir(len(fmt.tokenizer), tmp_path / "tiny")
@@ -357,9 +357,11 @@ def test_trainer_micro_batches_add_up_to_one_batch(level, loss_type, weighting, 
     def round_loss(t, samples, advantages):
         batches = t._micro_batches(samples, advantages)
         assert len(batches) == t.args.gradient_accumulation_steps
-        # whole rollouts: counted once per micro-batch, they add up to the round's rollouts
         trained = [b["rollout_ids"][(b["labels"] != -100).any(-1)] for b in batches]
-        assert sum(len(r.unique()) for r in trained) == len({s.rollout_id for s, a in zip(samples, advantages) if a})
+        assert sum(len(r) for r in trained) == sum(1 for a in advantages if a)  # each computed sample once
+        if level == "rollout" or weighting == "per-rollout":  # whole rollouts: they add up to the round's rollouts
+            assert sum(len(r.unique()) for r in trained) == len({s.rollout_id for s, a in zip(samples, advantages)
+                                                                 if a})
         total = sum(t._compute_loss(t.model, b) for b in batches)
         total.backward()
         return total.item(), [p.grad.clone() for p in t.model.parameters()]

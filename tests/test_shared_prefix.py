@@ -195,10 +195,12 @@ def test_sft_token_budget_batches_hold_neighbours_in_prefix_order_once_per_epoch
     assert sorted(map(tuple, first)) == sorted(map(tuple, batches)) and len(batches) == len(first)
 
 
-def test_rl_round_packed_by_tokens_with_sharing_equals_one_plain_batch(fmt, tmp_path, level="rollout",
-                                                                       weighting="per-rollout"):
-    """The RL trainer: a round packed into micro-batches by computed tokens (a group's rollouts together, one-token
-    fillers after) with shared prefixes gives the loss and gradients of the whole round in one plain batch."""
+@pytest.mark.parametrize("level,weighting", [("rollout", "per-rollout"), ("sequence", "per-sample")])
+def test_rl_round_packed_by_tokens_with_sharing_equals_one_plain_batch(fmt, tmp_path, level, weighting):
+    """The RL trainer: a round packed into micro-batches by computed tokens (one-token fillers after) with shared
+    prefixes gives the loss and gradients of the whole round in one plain batch. Where the objective sums over a
+    rollout (level rollout, per-rollout weighting) a rollout's samples share a micro-batch whatever it costs; else
+    the samples are packed one by one and a micro-batch stays within the budget."""
     from test_rl_loss import tiny_model_dir
     from transformers import AutoModelForCausalLM
 
@@ -238,10 +240,27 @@ def test_rl_round_packed_by_tokens_with_sharing_equals_one_plain_batch(fmt, tmp_
 
     _, whole, grads = round_loss(1, shared_prefix=False)
     # group 1 computes 144 tokens (70 shared, 27 completions, 47 after the context change), group 2 97 of which
-    # 40 (the system turn) are group 1's: 180 holds one group, not both → 2 micro-batches + 2 fillers
-    batches, packed, packed_grads = round_loss(4, shared_prefix=True, max_tokens_per_batch=180)
-    assert [b["input_ids"].shape[0] for b in batches] == [3, 2, 1, 1]
+    # 40 (the system turn) are group 1's
+    budget = 180 if level == "rollout" else 120
+    batches, packed, packed_grads = round_loss(4, shared_prefix=True, max_tokens_per_batch=budget)
+    trained = [b for b in batches if (b["labels"] != -100).any()]
+    rows = [[ids[: int(m.sum())].tolist() for ids, m in zip(b["input_ids"], b["attention_mask"])] for b in trained]
+    assert sorted(r for b in rows for r in b) == sorted(s.input_ids for s in samples)  # each sample trained once
+    r1 = [k for k, b in enumerate(rows) for r in b for s in samples if s.rollout_id == "r1" and r == s.input_ids]
+    if level == "rollout":  # whole rollouts: 180 holds one group, not both → 2 micro-batches + 2 fillers
+        assert [len(b) for b in rows] == [3, 2] and len(batches) - len(trained) == 2 and len(set(r1)) == 1
+    else:  # r1's two samples (85 + 97 tokens, 50 shared) cannot share 120 tokens: a micro-batch each
+        assert all(computed_tokens(b) <= budget for b in rows) and len(set(r1)) == 2
     assert batches[-1]["input_ids"].shape[1] == 1 and (batches[-1]["labels"] == -100).all()
     assert packed == pytest.approx(whole, rel=1e-5) and abs(whole) > 1e-3
     assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(grads, packed_grads))
+    if level == "rollout":
+        return
+    # a budget no sample fits, 5 samples for 4 micro-steps: packed by a larger budget, still sharing
+    batches, tight, tight_grads = round_loss(4, shared_prefix=True, max_tokens_per_batch=60)
+    assert len(batches) == 4
+    # not an even split by length: some micro-batch holds two rollouts of a group, sharing the group's prompt
+    assert any(len({tuple(ids[:70].tolist()) for ids in b["input_ids"]}) < len(b["input_ids"]) for b in batches)
+    assert tight == pytest.approx(whole, rel=1e-5)
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(grads, tight_grads))
 

@@ -36,10 +36,10 @@ of unequal size. Each micro-batch is therefore normalized by the counts of the W
 all ranks) divided by the number of ranks: summing the micro-batches' gradients and averaging them over ranks
 (DDP / DeepSpeed) then gives exactly the mean over the step, however the samples fell. With its own counts, one
 micro-batch gives TRL's `GRPOTrainer` loss for the same `importance_sampling_level` and `loss_type`.
-The rollout ratio and the per-rollout mean are sums over all of a rollout's samples, so the trainer keeps a
-rollout's samples in one micro-batch (`sculptor_rl.train.rl.split_balanced` over rollouts): carrying partial
-sums across micro-batches instead would need the other micro-batches' current logprobs before the first
-backward pass, an extra forward of the whole step.
+The rollout ratio and the per-rollout mean are sums over all of a rollout's samples, so with either the trainer
+keeps a rollout's samples in one micro-batch (`SculptorGRPOTrainer._micro_batches`): carrying partial sums
+across micro-batches instead would need the other micro-batches' current logprobs before the first backward
+pass, an extra forward of the whole step. Otherwise every sample is its own term and may go anywhere.
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ One generation round (every `steps_per_generation` micro-steps, TRL's cadence an
    group-normalized advantage (r - mean_group) / (std_group + 1e-4) (TRL's `scale_rewards`), copied to every
    sample Algorithm 1 cuts from it;
 3. the samples are split into `steps_per_generation` micro-batches of about equal token count (or, with
-   `max_tokens_per_batch`, consecutive rollouts — a group's together — packed up to that many computed tokens,
-   shared prefixes counted once, and untrained one-token fillers for the rest), a rollout's samples in one
-   micro-batch, and trained with the GSPO/GRPO loss of `sculptor_rl.train.loss` (normalized by the counts
+   `max_tokens_per_batch`, packed up to that many computed tokens in prefix order, shared prefixes counted once,
+   and untrained one-token fillers for the rest), a rollout's samples in one micro-batch where the objective sums
+   over them (level rollout, per-rollout weighting), and trained with the GSPO/GRPO loss of `sculptor_rl.train.loss` (normalized by the counts
    of the whole optimizer step, since micro-batches hold different numbers of samples; `importance_sampling_level`
    token / sequence / rollout, `loss_weighting` per-sample / per-rollout); after each optimizer step the engine
    gets the new weights.
@@ -82,6 +82,7 @@ from ..models import resolve_model
 from ..samples import Sample, build_samples, trim
 from ..tasks import load_tasks
 from ..trajectory import write_trajectories
+from . import heap
 from .curves import CurvesCallback
 from .lora import peft_config
 from .loss import lm_loss, policy_loss
@@ -123,6 +124,17 @@ def split_balanced(lengths: list[int], parts: int) -> list[list[int]]:
         bins[k].append(i)
         loads[k] += lengths[i]
     return bins
+
+
+def round_samples(trajs, advantages: list[float]) -> tuple[list[Sample], list[float]]:
+    """A round's trainable samples (Algorithm 1, trimmed) and each one's advantage, its rollout's."""
+    samples, sample_adv = [], []
+    for k, (traj, adv) in enumerate(zip(trajs, advantages)):
+        for s in build_samples(traj):
+            if any(s.loss_mask):  # the rollout's index keeps its id unique in the round (a task drawn twice)
+                samples.append(replace(trim(s), rollout_id=f"{k}:{s.rollout_id}"))
+                sample_adv.append(adv)
+    return samples, sample_adv
 
 
 def collate(samples: list[Sample], advantages: list[float], pad_id: int) -> dict[str, torch.Tensor]:
@@ -364,12 +376,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
         if std == "batch":  # the std over every rank's rollouts
             std = self.accelerator.gather(rewards.to(device)).std().item()
         advantages = group_advantages(rewards, self.num_generations, std)
-        samples, sample_adv = [], []
-        for k, (traj, adv) in enumerate(zip(trajs, advantages.tolist())):
-            for s in build_samples(traj):
-                if any(s.loss_mask):  # the rollout's index keeps its id unique in the round (a task drawn twice)
-                    samples.append(replace(trim(s), rollout_id=f"{k}:{s.rollout_id}"))
-                    sample_adv.append(adv)
+        samples, sample_adv = round_samples(trajs, advantages.tolist())
         if not samples:
             raise RuntimeError("no rollout produced a trainable completion (are the task prompts longer than "
                                "max_context_tokens or the engine's max_model_len?)")
@@ -389,8 +396,12 @@ class SculptorGRPOTrainer(GRPOTrainer):
 
     def _micro_batches(self, samples: list[Sample], advantages: list[float]) -> list[dict]:
         """`steps_per_generation` micro-batches, each normalized by the counts of its optimizer step (all ranks).
-        A rollout's samples (equal `rollout_id`) stay in one micro-batch: the rollout-level ratio and the
-        per-rollout weighting sum over all of them (`sculptor_rl.train.loss`).
+        The rollout-level ratio and the per-rollout weighting sum over all of a rollout's samples (equal
+        `rollout_id`), so with either they stay in one micro-batch (`sculptor_rl.train.loss`); otherwise each
+        sample is its own term and is packed alone, in prefix order: a group's first samples share their whole
+        prompt (a rollout's own samples share only the system turn), and a micro-batch is bounded by
+        `max_tokens_per_batch` whatever a rollout's length. On the long recipe's largest round that computes 34 %
+        fewer tokens than whole rollouts at the same budget, in 0.74x the time (bench/rl_memory.py).
         With beta 0 a rollout whose advantage is 0 (its group all scored alike) adds exactly nothing to the loss or
         its gradients (the policy term is times A, the LM term takes A > 0 only), so when the round is one
         optimizer step its samples are counted in the normalization but not computed: a round where every group
@@ -404,15 +415,24 @@ class SculptorGRPOTrainer(GRPOTrainer):
         if not self.beta and spg == ga:
             skipped = [i for m in members if advantages[m[0]] == 0 for i in m]
             members = [m for m in members if advantages[m[0]] != 0]
-        units = pack([[samples[i].input_ids for i in m] for m in members], self.args.max_tokens_per_batch,
-                     self.args.shared_prefix) if self.args.max_tokens_per_batch and members else []
-        if len(units) > spg:
-            log.warning("the round's %d rollouts need %d micro-batches of max_tokens_per_batch=%d tokens, more than "
-                        "steps_per_generation=%d: split evenly instead", len(members), len(units),
-                        self.args.max_tokens_per_batch, spg)
-        if not units or len(units) > spg:
-            units = split_balanced([sum(len(samples[i].input_ids) for i in m) for m in members], spg)
-        parts = [[i for r in part for i in members[r]] for part in units] + [[]] * (spg - len(units))
+        units = members  # what a micro-batch takes whole: a rollout's samples, or one sample
+        if self.importance_sampling_level != "rollout" and self.args.loss_weighting != "per-rollout":
+            units = sorted(([i] for m in members for i in m), key=lambda u: samples[u[0]].input_ids)
+        budget = self.args.max_tokens_per_batch
+        seqs = [[samples[i].input_ids for i in u] for u in units]
+        packed = pack(seqs, budget, self.args.shared_prefix) if budget and units else []
+        if len(packed) > spg:  # a larger budget keeps the sharing that an even split would lose
+            needed = len(packed)
+            while len(packed) > spg:
+                budget = int(budget * 1.25)
+                packed = pack(seqs, budget, self.args.shared_prefix)
+            log.warning("the round's %d %s need %d micro-batches of max_tokens_per_batch=%d tokens, more than "
+                        "steps_per_generation=%d: packed by %d tokens instead", len(units),
+                        "rollouts" if units is members else "samples", needed, self.args.max_tokens_per_batch,
+                        spg, budget)
+        if not packed:
+            packed = split_balanced([sum(len(samples[i].input_ids) for i in u) for u in units], spg)
+        parts = [[i for r in part for i in units[r]] for part in packed] + [[]] * (spg - len(packed))
         batches = []
         for idx in parts:
             if idx:
@@ -496,6 +516,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
     def training_step(self, model, inputs, num_items_in_batch):
         start = time.perf_counter()
         out = super().training_step(model, inputs, num_items_in_batch)
+        heap.trim()  # the micro-batch's activations, freed, would otherwise stay resident (`train.heap`)
         self._train_time += time.perf_counter() - start - self._rollout_time
         if self._step % self.current_gradient_accumulation_steps == 0:  # the optimizer steps next
             self._metrics["train"]["time/training_s"].append(self._train_time)
