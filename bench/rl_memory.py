@@ -1,18 +1,21 @@
 """Peak memory and time of a GSPO round's training on real rollouts: whole rollouts per micro-batch vs samples.
 
-    .venv/bin/python bench/rl_memory.py --model runs/long/sft/final --rollouts runs/long/rl/rollouts [--budgets 6144 4096]
+    .venv/bin/python bench/rl_memory.py --model runs/long/sft/final --rollouts runs/long/rl/rollouts \
+        [--budgets 6144 4096]
 
 The long CPU recipe's GSPO stage (configs/rl/long_cpu.yaml) was once OOM-killed on a 24 GiB box. This replays
 rounds it saved (`save_rollouts`: `step-*.rank0.jsonl`), cut into Algorithm 1 samples with their group
 advantages as the trainer cuts them, and trains them with the trainer's own `_micro_batches` and `_compute_loss`
-(bf16 autocast where native, forward + backward of every micro-batch, one AdamW step per round) under two packings:
+(bf16 autocast where native, forward + backward of every micro-batch, one AdamW step per round):
 (a) whole rollouts per micro-batch, what the trainer does where the objective sums over a rollout (it is run with
-    `importance_sampling_level: rollout`, which changes the loss but not the cost);
-(b) one sample per unit in prefix order, what it does for the config's sequence / per-sample objective;
-(c) as (b), the heap trimmed after each micro-batch's backward (`sculptor_rl.train.heap.trim`, as the trainer does);
-(a) at the first of `--budgets` (`max_tokens_per_batch`), (b) and (c) at each. Each variant runs in a fresh process from the same weights, so
-no earlier variant's freed-but-kept allocations hide its peak. Peak: resident memory during training over the
-resident memory before it (psutil, sampled every 5 ms). Ratios are against (a).
+    `importance_sampling_level: rollout`, which changes the loss but not the cost), at the first of `--budgets`
+    (`max_tokens_per_batch`);
+(b) one sample per unit in prefix order, what it does for the config's sequence / per-sample objective, at each;
+(c) as (b), the heap trimmed after each micro-batch's backward (`sculptor_rl.train.heap.trim`, as the trainer
+    does), at each.
+Each variant runs in a fresh process from the same weights, so no earlier variant's freed-but-kept allocations
+hide its peak. Peak: resident memory during training over the resident memory before it (psutil, sampled every
+5 ms). Ratios are against (a).
 """
 
 from __future__ import annotations

@@ -16,11 +16,11 @@ One generation round (every `steps_per_generation` micro-steps, TRL's cadence an
    sample Algorithm 1 cuts from it;
 3. the samples are split into `steps_per_generation` micro-batches of about equal token count (or, with
    `max_tokens_per_batch`, packed up to that many computed tokens in prefix order, shared prefixes counted once,
-   and untrained one-token fillers for the rest), a rollout's samples in one micro-batch where the objective sums
-   over them (level rollout, per-rollout weighting), and trained with the GSPO/GRPO loss of `sculptor_rl.train.loss` (normalized by the counts
-   of the whole optimizer step, since micro-batches hold different numbers of samples; `importance_sampling_level`
-   token / sequence / rollout, `loss_weighting` per-sample / per-rollout); after each optimizer step the engine
-   gets the new weights.
+   and untrained one-token fillers for the rest), a rollout's samples in one micro-batch where the objective
+   sums over them (level rollout, per-rollout weighting), and trained with the GSPO/GRPO loss of
+   `sculptor_rl.train.loss` (normalized by the counts of the whole optimizer step, since micro-batches hold
+   different numbers of samples; `importance_sampling_level` token / sequence / rollout, `loss_weighting`
+   per-sample / per-rollout); after each optimizer step the engine gets the new weights.
 
 Choices, briefly:
 - A sample is trimmed after its last trained token (what follows changes no loss) and the LM head runs only at
@@ -401,7 +401,9 @@ class SculptorGRPOTrainer(GRPOTrainer):
         sample is its own term and is packed alone, in prefix order: a group's first samples share their whole
         prompt (a rollout's own samples share only the system turn), and a micro-batch is bounded by
         `max_tokens_per_batch` whatever a rollout's length. On the long recipe's largest round that computes 34 %
-        fewer tokens than whole rollouts at the same budget, in 0.74x the time (bench/rl_memory.py).
+        fewer tokens than whole rollouts at the same budget, in 0.74x the time (bench/rl_memory.py). A round that
+        needs more micro-batches than `steps_per_generation` is packed by a budget raised in steps of 25 % until
+        it fits.
         With beta 0 a rollout whose advantage is 0 (its group all scored alike) adds exactly nothing to the loss or
         its gradients (the policy term is times A, the LM term takes A > 0 only), so when the round is one
         optimizer step its samples are counted in the normalization but not computed: a round where every group
