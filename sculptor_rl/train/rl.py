@@ -426,7 +426,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
         if len(packed) > spg:  # a larger budget keeps the sharing that an even split would lose
             needed = len(packed)
             while len(packed) > spg:
-                budget = int(budget * 1.25)
+                budget += max(1, budget // 4)  # 25 %, and at least a token: a budget of 1-3 would not grow
                 packed = pack(seqs, budget, self.args.shared_prefix)
             log.warning("the round's %d %s need %d micro-batches of max_tokens_per_batch=%d tokens, more than "
                         "steps_per_generation=%d: packed by %d tokens instead", len(units),
