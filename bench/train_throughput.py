@@ -81,7 +81,7 @@ def quickstart_samples(n: int):
     fmt = ChatFormat.from_pretrained(resolve_model(None))
     tasks = generate(quickstart["task"], n, 0, **quickstart["task_params"])  # >= n samples: 2+ per rollout
     trajs = [t for t in rollout(tasks, RolloutConfig(engine="scripted"), fmt=fmt, progress=False) if t.reward >= 1]
-    return policy_samples(trajs, fmt)[:n]
+    return policy_samples(trajs, fmt.provenance)[:n]
 
 
 def sft_variants(samples, budgets: list[int], out: Path) -> list[dict]:

@@ -82,7 +82,7 @@ def serve(cfg: ServeConfig) -> None:
     sock = bind(cfg.host, cfg.port)
     path = resolve_model(cfg.model)
     name = cfg.served_model_name or cfg.model or DEFAULT_MODEL
-    fmt = ChatFormat.from_pretrained(path)
+    fmt = ChatFormat.of(path, cfg)
     kwargs = {}
     if cfg.engine == "vllm":
         kwargs = {k: v for k, v in (("gpu_memory_utilization", cfg.gpu_memory_utilization),
