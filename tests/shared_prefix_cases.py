@@ -57,7 +57,8 @@ BATCHES = {
 
 def loss_and_grads(model, rows, shared, **kw):
     model.zero_grad()
-    ids, attention, labels = batch(rows)
+    device = next(model.parameters()).device
+    ids, attention, labels = (t.to(device) for t in batch(rows))
     logp, mask, ent = token_logprobs(model, ids, attention, labels, entropy=True, shared_prefix=shared, **kw)
     loss = -logp.sum() / mask.sum()
     loss.backward()
