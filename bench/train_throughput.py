@@ -236,8 +236,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         sft = sft_variants(samples, args.budgets, Path(tmp), args.model, args.tokenizer, args.device)
     precision = PRECISION if args.device == "cpu" else "bf16 on CUDA"
-    print(f"\nSFT, quickstart pi_llm samples ({len(samples)}), {args.model or 'embedded model'}, {precision}, torch threads "
-          f"{torch.get_num_threads()}:\n{table(sft)}")
+    print(f"\nSFT, quickstart pi_llm samples ({len(samples)}), {args.model or 'embedded model'}, {precision}, "
+          f"torch threads {torch.get_num_threads()}:\n{table(sft)}")
     trl, trl_no_ckpt, ours, shared = (row["tokens/s"] for row in sft[:4])
     print(f"\nours (no sharing) vs TRL SFTTrainer: {ours / trl:.2f}x ({ours / trl_no_ckpt:.2f}x without checkpointing)")
     print(f"shared-prefix vs TRL SFTTrainer without checkpointing: {shared / trl_no_ckpt:.2f}x")
