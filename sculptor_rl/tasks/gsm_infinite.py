@@ -303,7 +303,7 @@ INSTRUCTION = ("Answer the question below. Each sentence of the problem defines 
                "kinds of the average times the count. Give the final answer in the form 'Answer: xxx', where xxx "
                "is the number.")
 COLUMNS = ("problem", "question", "solution")
-_USED = ("problem", "question", "solution", "messages", "id")
+_USED = ("problem", "question", "messages", "id")
 
 
 def convert_row(row: dict, rid: str, hints: dict) -> dict:
