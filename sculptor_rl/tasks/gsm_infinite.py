@@ -3,11 +3,12 @@ length and reasoning complexity?", github.com/Infini-AI-Lab/gsm_infinite): a gra
 defining one ("The number of adult owl in Pine Ridge equals 3 plus the number of adult crow in Oak Marsh."), the
 few the question needs shuffled among many that it does not (the benchmark's noise is the same kind of sentence,
 so it cannot be told apart by its look); the question asks for one quantity ("How many adult owl does Pine Ridge
-have?"). Parameters: `ops`, the statements the solution needs (its steps, the release's `op`), and
+have?"). Parameters: `ops`, the statements the solution needs (its `Define` steps, the release's `op`), and
 `context_tokens`, the length the noise fills. Exact integer answer, scored as `common.score_value` (`Answer: N`).
 
 Every quantity a statement uses is defined in the text, none twice; values stay in [0, MAX_VALUE]. A statement's
-definition (after "equals") is at most TAIL_CHARS characters, so one search hit's window shows it whole.
+definition (after "equals") is at most 94 characters (the name lists' longest names), so the window of a search
+hit for "<quantity> equals" (100 characters each side in the teachers' searches) shows it whole.
 
 The release (the medium and hard subsets, `InfiniAILab/gsm_infinite_{medium,hard}_{0,8k,...}` on the Hugging Face
 hub, one split per op; the repository's `data/realistic` JSONL) has the columns `problem` (the statements),
@@ -39,7 +40,6 @@ ANIMALS = (
 PLACES = tuple(f"{a} {b}" for a in "Pine Cedar Maple Oak Elm Birch Aspen Fern".split()
                for b in "Ridge Valley Creek Hollow Zoo Ranch Farm Marsh".split())
 QUANTITIES = tuple(f"adult {animal} in {place}" for place in PLACES for animal in ANIMALS)
-TAIL_CHARS = 100
 MAX_VALUE = 999
 
 _QUANTITY = r"adult [a-z]+ in [A-Z][a-z]+ [A-Z][a-z]+"
@@ -53,7 +53,8 @@ FORMS = {
     "plus": (rf"{_REF} plus {_REF}", "the number of {a} plus the number of {b}"),
     "minus": (rf"{_REF} minus {_REF}", "the number of {a} minus the number of {b}"),
 }
-STATEMENT = re.compile(rf"The number of (?P<q>{_QUANTITY}) equals (?P<expr>[^.<>]*)\.")
+# one statement: it never spans a line, a fragment tag or a folded marker
+STATEMENT = re.compile(rf"The number of (?P<q>{_QUANTITY}) equals (?P<expr>[^.<>\n]*)\.")
 _EXPRS = [(op, re.compile(pattern)) for op, (pattern, _) in FORMS.items()]
 
 Expr = tuple[str, int | None, tuple[str, ...]]  # (op, constant or None, quantities used)
@@ -114,7 +115,7 @@ def solution(defs: dict[str, Expr], quantity: str) -> str:
             order.append(q)
 
     visit(quantity)
-    names = dict(zip(order, "BCDEFGHJKLMNPQRSTUVWXYZ"))
+    names = dict(zip(order, "BCDEFGHJKLMNPQRSTUVWXYZ"))  # enough for the generator's 20 ops
     steps = []
     for q in order:
         op, k, used = defs[q]
@@ -214,7 +215,8 @@ def generate(num: int, seed: int = 0, ops: int = 4, context_tokens: int = 2000) 
                 raise ValueError(f"context_tokens={context_tokens} needs more quantities than the name lists hold")
             quantity = names.pop()
             expr = _noise(rng, value, operands) if len(operands) >= 2 else ("const", rng.randint(1, 12), ())
-            defs[quantity], value[quantity] = expr, evaluate({**defs, quantity: expr}, quantity)
+            defs[quantity] = expr
+            value[quantity] = evaluate(defs, quantity)
             if expr[0] == "const":
                 operands.append(quantity)
             sentences.append(statement(quantity, expr))
@@ -280,15 +282,16 @@ def score_official(record: dict, response: str) -> float:
 
 
 def solution_answer(solution: str) -> int | None:
-    """The answer of a release row: the integer between the solution's `Answer: ` and the next period (the
-    evaluator's reading of its key)."""
+    """The answer of a release row: the integer between the solution's first `Answer: ` and the next period (the
+    evaluator's reading of its key; without a period, to the end, where the reference's slice drops the last
+    character)."""
     start = solution.find("Answer: ")
     if start < 0:
         return None
     start += len("Answer: ")
     end = solution.find(".", start)
     try:
-        return int(solution[start:end if end >= 0 else len(solution)].lower())
+        return int(solution[start:end if end >= 0 else len(solution)])
     except ValueError:
         return None
 
@@ -312,7 +315,7 @@ def convert_row(row: dict, rid: str, hints: dict) -> dict:
     solution's. The release's `id` counts problems per generator run and repeats across a split's files, so a
     record imported from a row is named by its op, template, mode, that id and a digest of its problem text;
     `rid` otherwise (a generated record's own id, `official.convert`)."""
-    from .importers import _record  # importers registers this converter: imported here, not at load time
+    from .importers import _record, length_bin  # importers registers this converter: imported here, not at load
 
     where = hints["where"]
     answer = solution_answer(str(row["solution"]))
@@ -329,7 +332,7 @@ def convert_row(row: dict, rid: str, hints: dict) -> dict:
                                          row.get("mode"), row.get("id"), digest) if p is not None)
     text = messages[-1]["content"]
     spans = [(len(messages) - 1, start, start + len(problem))]
-    length = row.get("length") or size_label(approx_tokens(text))
+    length = row.get("length") or length_bin(approx_tokens(text))
     bucket = f"{length}/{row['op']}" if row.get("op") is not None else str(length)
     return _record(NAME, rid, messages, answer, spans, question, bucket, row, _USED, system,
                    release_id=row.get("id"))
