@@ -62,7 +62,7 @@ def tokenizer(name: str):
 
 def chat_format(name: str, kwargs: dict) -> ChatFormat:
     tok = tokenizer(name)
-    return ChatFormat(tok, tok.convert_tokens_to_ids(FAMILIES[name].stop), template_kwargs=kwargs)
+    return ChatFormat(tok, tok.convert_tokens_to_ids(FAMILIES[name].stop), chat_template_kwargs=kwargs)
 
 
 @functools.cache
@@ -144,7 +144,7 @@ def test_templates_that_render_no_calls_refuse_the_scripted_teacher_clearly():
 @pytest.mark.parametrize("kwargs", FAMILIES["qwen3"].kwargs_variants)
 def test_the_append_only_qwen3_variant_splits_only_where_the_context_changes(kwargs):
     official, variant = chat_format("qwen3", kwargs), ChatFormat(tokenizer("qwen3"), chat_template="qwen3_append_only",
-                                                                 template_kwargs=kwargs)
+                                                                 chat_template_kwargs=kwargs)
     for fmt in (official, variant):
         trajs = rollouts(fmt)
         modified = sum(sum(s.modified for s in t.steps[:-1]) + 1 for t in trajs)
@@ -171,3 +171,35 @@ def test_history_table():
     by = {(r[0], str(r[1])): r for r in rows}
     assert by[("qwen2_5", "{}")][7] == by[("qwen2_5", "{}")][6]  # append-only
     assert by[("qwen3", "{'enable_thinking': False}")][7] == by[("qwen3", "{'enable_thinking': False}")][5]  # splits
+
+
+def test_samples_of_another_tokenizer_are_refused(fmt, tmp_path):
+    """Trajectories made with the tiny Qwen3 tokenizer: `samples` takes their tokenizer (no --model needed) and
+    refuses a --model of another; SFT's loader refuses the samples for the embedded model; one file never mixes
+    two tokenizers."""
+    import subprocess
+    import sys
+
+    from sculptor_rl.samples import TokenizerMismatch, policy_samples, read_samples
+    from sculptor_rl.train.sft import load_sample_dataset
+    from sculptor_rl.trajectory import write_trajectories
+
+    qwen3 = chat_format("qwen3", {"enable_thinking": False})
+    trajs = rollouts(qwen3)
+    write_trajectories(trajs, tmp_path / "t.jsonl")
+    cli = [sys.executable, "-m", "sculptor_rl.cli", "samples", "--in", str(tmp_path / "t.jsonl")]
+    ok = subprocess.run([*cli, "--out", str(tmp_path / "s.jsonl")], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    samples = list(read_samples(tmp_path / "s.jsonl"))
+    assert samples and all(s.tokenizer == qwen3.provenance for s in samples)
+    assert max(t for s in samples for t in s.input_ids) < len(tokenizer("qwen3"))
+    bad = subprocess.run([*cli, "--out", str(tmp_path / "x.jsonl"), "--model", "default"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "was made by tokenizer tiny-qwen3" in bad.stderr
+    assert not (tmp_path / "x.jsonl").exists()
+    with pytest.raises(TokenizerMismatch, match="sample 1 was made by tokenizer tiny-qwen3"):
+        load_sample_dataset(str(tmp_path / "s.jsonl"), None, fmt.provenance)
+    assert len(load_sample_dataset(str(tmp_path / "s.jsonl"), None, qwen3.provenance)) == len(samples)
+    other = rollouts(chat_format("qwen2_5", {}))
+    with pytest.raises(TokenizerMismatch, match="samples of one file must share a tokenizer"):
+        policy_samples([*trajs, *other])
