@@ -204,12 +204,13 @@ class ChatFormat:
         # ends in text the turn replaces (Qwen3's non-thinking prompt ends in an empty think block); templates that
         # close a tool block only once a turn follows (DeepSeek's) render that closing in the prompt as well
         start, prompt_end = _common_prefix(gen, full), _common_prefix(base, gen)
-        if start < prompt_end and gen[prompt_end:] in full:  # an earlier turn re-rendered (Hermes 3's tool turn):
+        if start < prompt_end < len(gen) and gen[prompt_end:] in full:  # an earlier turn re-rendered (Hermes 3's):
             start = full.rindex(gen[prompt_end:]) + len(gen) - prompt_end  # the turn follows the generation prompt
         if start < prompt_end:
             raise ValueError("this chat template renders earlier text differently once an assistant turn follows "
-                             "(Mistral Nemo's moves the system message), so the turn cannot be cut out of it; set "
-                             "`chat_template` to an append-only one")
+                             "(Mistral Nemo's moves the system message; DeepSeek's put a call after tool outputs inside "
+                             "the outputs block), so the turn cannot be cut out of it; set `chat_template` to an "
+                             "append-only one")
         body = full[start:]
         ends = [(body.find(s), s) for s in self.stop_texts if s in body]
         if ends:
