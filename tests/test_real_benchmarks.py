@@ -87,3 +87,126 @@ def test_babilong_prompt_is_the_official_default_template_with_its_default_promp
         ((i, s, e),) = context_spans(record)
         assert record["messages"][i]["content"][s:e] == context.strip()
         assert bs.score(record, bs.render_answer(record)) == 1.0 and bs.score(record, "") == 0.0
+
+
+# ---- WorkBench (olly-styles/WorkBench) ----
+
+WORKBENCH = REAL / "workbench" / "data"
+
+
+def workbench_records() -> list[dict]:
+    from sculptor_rl.workbench.importers import import_workbench
+
+    return import_workbench(WORKBENCH / "processed" / "queries_and_answers", database=WORKBENCH / "processed")
+
+
+def test_workbench_release_rows_import_with_every_column_and_unique_ids():
+    records = workbench_records()
+    assert len(records) == 66 and len({r["id"] for r in records}) == 66
+    multi = next(r for r in records if r["meta"]["domain"] == "multi_domain")
+    assert {"base_template", "chosen_template", "domains"} <= set(multi["meta"])
+    assert isinstance(multi["meta"]["domains"], list) and multi["meta"]["template"] == multi["meta"]["base_template"]
+
+
+def test_workbench_database_loads_as_workbench_reads_it():
+    from sculptor_rl.workbench.sandbox import Sandbox, load_database
+
+    db = load_database(WORKBENCH / "processed")
+    directory = (WORKBENCH / "raw" / "email_addresses.csv").read_text().split()
+    assert [r["email_address"] for r in db["company_directory"]] == directory  # no header row: every line a row
+    assert (len(db["calendar"]), len(db["email"]), len(db["analytics"])) == (300, 500, 1000)
+    box = Sandbox(db)
+    assert json.loads(box.call("company_directory.find_email_address", {"name": "Carlos"})) == [
+        "carlos.rodriguez@atlas.com"]
+    for value in ("user_engaged", "visits_direct", "visits_referral", "visits_search_engine", "visits_social_media"):
+        assert box.call("analytics.create_plot", {"time_min": "2023-11-01", "time_max": "2023-11-29",
+                                                  "value_to_plot": value, "plot_type": "bar"}).endswith(".png")
+
+
+def test_workbench_tools_refuse_and_accept_as_workbench_does():
+    from sculptor_rl.workbench.sandbox import Sandbox, WorkbenchError, load_database
+
+    box = Sandbox(load_database(WORKBENCH / "processed"))
+    task = box.db["project_management"][0]
+    refusals = [("project_management.update_task", {"task_id": task["task_id"], "field": "assigned_to_email",
+                                                    "new_value": "someone.else@atlas.com"},
+                 "Assignee email not valid. Please choose from the list of team members."),
+                ("project_management.create_task", {"task_name": "x", "assigned_to_email": "nobody@atlas.com",
+                                                    "list_name": "Backlog", "due_date": "2023-12-01", "board": "Design"},
+                 "Assignee email not valid. Please choose from the list of team members."),
+                ("analytics.create_plot", {"time_min": "2023-11-01", "time_max": "2023-11-29",
+                                           "value_to_plot": "engaged_users", "plot_type": "bar"},
+                 "Value to plot must be one of"),
+                ("email.send_email", {"recipient": "carlos", "subject": "s", "body": "b"},
+                 "Invalid recipient email address.")]
+    before = box.state()
+    for name, arguments, message in refusals:
+        with pytest.raises(WorkbenchError, match=message.replace(".", r"\.")):
+            box.call(name, arguments)
+    assert box.state() == before
+    # accepted as given, as WorkBench stores it: an upper-case assignee of the team, a free-text duration
+    assert box.call("project_management.update_task", {"task_id": task["task_id"], "field": "assigned_to_email",
+                                                       "new_value": task["assigned_to_email"].upper()})
+    assert box.call("calendar.update_event", {"event_id": box.db["calendar"][0]["event_id"], "field": "duration",
+                                              "new_value": "1 hour"}) == "Event updated successfully."
+
+
+def test_workbench_outcome_compares_as_is_correct_does():
+    """Lower-cased values except status, list_name and board; row order and pandas index labels count."""
+    from sculptor_rl.workbench.sandbox import load_database, outcome_correct
+
+    db = load_database(WORKBENCH / "processed")
+    event = db["calendar"][0]["event_id"]
+    rename = lambda value: {"name": "calendar.update_event", "arguments": {  # noqa: E731
+        "event_id": event, "field": "event_name", "new_value": value}}
+    assert outcome_correct([rename("Kick-off")], [rename("KICK-OFF")], db)
+    customer = db["customer_relationship_manager"][0]["customer_id"]
+    status = lambda value: {"name": "customer_relationship_manager.update_customer", "arguments": {  # noqa: E731
+        "customer_id": customer, "field": "status", "new_value": value}}
+    assert outcome_correct([status("Won")], [status("Won")], db) and not outcome_correct([status("Won")],
+                                                                                        [status("Lost")], db)
+    send = {"name": "email.send_email", "arguments": {"recipient": "a@b.com", "subject": "s", "body": "b"}}
+    delete = {"name": "email.delete_email", "arguments": {"email_id": db["email"][0]["email_id"]}}
+    # WorkBench's send writes at label len(df): after a deletion it overwrites a row, so the order matters
+    assert not outcome_correct([send, delete], [delete, send], db)
+
+
+def _workbench_calls(strings: list[str]) -> list[dict]:
+    """A prediction's call strings as WorkBench's evaluation runs them: one that does not parse is skipped."""
+    from sculptor_rl.workbench.importers import parse_call
+
+    calls = []
+    for text in strings:
+        try:
+            calls.append(parse_call(text))
+        except ValueError:
+            continue
+    return calls
+
+
+def test_workbench_verdicts_on_gpt4_predictions_are_is_correct_s():
+    """GPT-4's published predictions (data/results/*/gpt-4_all_*.csv) on 66 queries: our outcome check gives
+    WorkBench's `is_correct` verdict (official_verdicts.csv, made by its own code) on the prediction, the gold
+    answer and an empty response, every row."""
+    import ast
+
+    from sculptor_rl.workbench.sandbox import load_database, outcome_correct
+    from sculptor_rl.workbench.tasks import render_answer, score
+
+    db = load_database(WORKBENCH / "processed")
+    records = {(r["meta"]["domain"], r["messages"][0]["content"]): r for r in workbench_records()}
+    with open(REAL / "workbench" / "official_verdicts.csv", newline="", encoding="utf-8") as f:
+        official_verdicts = {(v["domain"], v["query"]): v for v in csv.DictReader(f)}
+    checked = 0
+    for path in sorted((WORKBENCH / "results").glob("*/gpt-4_all_*.csv")):
+        with open(path, newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                key = (path.parent.name, row["query"])
+                record, want = records[key], official_verdicts[key]
+                prediction = not row["error"] and outcome_correct(
+                    record["answer"], _workbench_calls(ast.literal_eval(row["function_calls"])), db)
+                assert str(prediction) == want["prediction"], key
+                assert str(score(record, render_answer(record["answer"])) == 1.0) == want["gold"] == "True", key
+                assert str(score(record, "") == 1.0) == want["empty"], key
+                checked += 1
+    assert checked == 66

@@ -2,11 +2,12 @@
 families (`sculptor-rl data import --benchmark workbench|nestful`).
 
 - WorkBench (github.com/olly-styles/WorkBench): `data/processed/queries_and_answers/<domain>_queries_and_answers.csv`
-  with columns `query,answer,template,domains`; `answer` is a Python-literal list of call strings such as
-  `calendar.update_event.func(event_id="00000055", field="event_name", new_value="...")` (possibly `[]`), read with
-  `ast` (never evaluated). A call without its domain (`search_customers.func(...)`) is named by its function.
-  WorkBench's own databases (`data/processed/*.csv`) can be given as `database`: the records then run on them
-  (`sandbox.load_database`); without it they run on the sandbox's generated database, where their ids may not exist.
+  with columns `query,answer,base_template,chosen_template,domains`; `answer` is a Python-literal list of call
+  strings such as `calendar.update_event.func(event_id="00000055", field="event_name", new_value="...")` (possibly
+  `[]`), read with `ast` (never evaluated). Every other column is kept in `meta` as released (`domains` as its list);
+  `meta.template` (the template the env reports by) is `base_template`. WorkBench's own databases
+  (`data/processed/*.csv`) can be given as `database`: the records then run on them (`sandbox.load_database`);
+  without it they run on the sandbox's generated database, where their ids may not exist.
 - NESTFUL (Basu et al., 2024): a JSON list (or JSONL) of `{"sample_id", "input", "output": [calls with "label"
   and "$var_k.field$" references], "gold_answer", "tools"}`; `output` and `tools` may be JSON text.
 Every bad record is a ValueError naming the file and row.
@@ -29,9 +30,10 @@ _BY_FUNCTION = {name.split(".")[1]: name for name in TOOLS}
 
 
 def parse_call(text: str) -> dict:
-    """`domain.function.func(k="v", ...)` as {"name": "domain.function", "arguments": {...}}."""
-    try:
-        node = ast.parse(text.strip(), mode="eval").body
+    """`domain.function.func(k="v", ...)` as {"name": "domain.function", "arguments": {...}}. A call without its
+    domain (`search_customers.func(...)`, the MemToolAgent paper's Figure 7) is named by its function."""
+    try:  # a newline inside a value is read as "\n", as WorkBench's calculate_metrics rewrites it before eval
+        node = ast.parse(text.strip().replace("\n", "\\n"), mode="eval").body
     except SyntaxError as e:
         raise ValueError(f"not a call: {text!r} ({e.msg})") from None
     if not isinstance(node, ast.Call):
@@ -85,7 +87,11 @@ def import_workbench(source: str | Path, database: str | Path | None = None) -> 
                 except (ValueError, SyntaxError) as e:
                     raise ValueError(f"{where}: {e}") from None
                 domain = file_domain if file_domain in DOMAINS else (row.get("domains") or "unknown")
-                meta = {"domain": domain, "template": row.get("template") or None, "source": "workbench"}
+                kept = {k: v for k, v in row.items() if k not in ("query", "answer")}
+                if kept.get("domains", "").startswith("["):
+                    kept["domains"] = ast.literal_eval(kept["domains"])
+                meta = {**kept, "domain": domain, "source": "workbench",
+                        "template": row.get("base_template") or row.get("template") or None}
                 if database is not None:
                     meta["database"] = str(Path(database).resolve())
                 records.append({"id": f"workbench-{file_domain}-{row_number - 2:05d}", "task": WORKBENCH,
