@@ -52,11 +52,11 @@ def cmd_data_import(args) -> None:
         from .workbench.importers import import_nestful, import_workbench
 
         options = dict(args.param)
-        known = ["database"] if args.format == "workbench" else []
+        known = ["database"] if args.format == "workbench" else ["spec"]
         if set(options) - set(known):
             raise ValueError(f"unknown {args.format} option {sorted(set(options) - set(known))[0]!r} "
                              f"(known: {', '.join(known) or 'none'})")
-        records = import_workbench(args.inp, **options) if args.format == "workbench" else import_nestful(args.inp)
+        records = (import_workbench if args.format == "workbench" else import_nestful)(args.inp, **options)
     else:
         records = import_benchmark(args.format, args.inp, **dict(args.param))
     write_jsonl(records, args.out)

@@ -210,3 +210,58 @@ def test_workbench_verdicts_on_gpt4_predictions_are_is_correct_s():
                 assert str(score(record, "") == 1.0) == want["empty"], key
                 checked += 1
     assert checked == 66
+
+
+# ---- NESTFUL (IBM/NESTFUL) ----
+
+NESTFUL = REAL / "nestful" / "data"
+
+
+def test_nestful_three_files_import_with_unique_ids_their_spec_and_var_result():
+    from sculptor_rl.workbench.importers import import_nestful
+
+    records = import_nestful(NESTFUL)
+    files = {r["meta"]["file"] for r in records}
+    assert len(records) == 62 and len({r["id"] for r in records}) == 62 and len(files) == 3
+    raw = json.loads((NESTFUL / "executable" / "executable-data.json").read_text())
+    first = next(r for r in records if r["id"] == "nestful-executable-00000")
+    assert first["messages"][0]["content"] == raw[0]["input"]
+    assert first["answer"] == [c for c in raw[0]["output"] if c["name"] != "var_result"]  # as released
+    assert first["meta"]["var_result"] == raw[0]["output"][-1]["arguments"]  # the final pseudo-call, kept aside
+    assert all("var_result" in r["meta"] and all(c["name"] != "var_result" for c in r["answer"]) for r in records)
+    for r in records:  # each record's own tools: its gold functions, from the spec file beside its data file
+        assert [t["function"]["name"] for t in r["meta"]["tools"]] == list(dict.fromkeys(c["name"] for c in r["answer"]))
+    spec = {e["name"]: e for e in json.loads((NESTFUL / "executable" / "executable-spec.json").read_text())}
+    flight = next(t["function"] for t in first["meta"]["tools"] if t["function"]["name"] == "SkyScrapperFlightSearch")
+    assert flight["parameters"]["required"] == [k for k, v in spec["SkyScrapperFlightSearch"]["query_parameters"]
+                                                .items() if v["required"]]
+    assert flight["output_parameters"] == spec["SkyScrapperFlightSearch"]["output_parameters"] != {}
+    glaive = {e["name"] for e in json.loads((NESTFUL / "non-executable" / "non-executable-glaive-spec.json").read_text())}
+    lacking = [r["id"] for r in records if r["meta"]["file"].startswith("non-executable-glaive")
+               and any(c["name"] not in glaive for c in r["answer"])]
+    assert len(lacking) >= 2 and lacking == [r["id"] for r in records if r["meta"].get("tools_without_spec")]
+
+
+def test_nestful_real_records_are_solvable_in_the_environment():
+    """The env offers the record's own tools; the gold sequence played call by call scores 1, a wrong one 0."""
+    from sculptor_rl.envs.memtoolagent import MemToolAgentEnv
+    from sculptor_rl.tasks import render_answer, score
+    from sculptor_rl.workbench.importers import import_nestful
+
+    records = import_nestful(NESTFUL)
+    for record in records:
+        env = MemToolAgentEnv(record)
+        assert [t["function"]["name"] for t in env.tools] == [t["function"]["name"] for t in record["meta"]["tools"]]
+        for k, c in enumerate(record["answer"], 1):
+            result = env.execute(c["name"], c["arguments"])
+            assert result.ok and result.text.startswith(f"$var_{k} holds the output of {c['name']}"), result.text
+        assert env.score("done") == 1.0, record["id"]
+        assert score(record, render_answer(record)) == 1.0 and score(record, "") == 0.0
+        released = [*record["answer"], {"name": "var_result", "arguments": record["meta"]["var_result"]}]
+        assert score(record, json.dumps(released)) == 1.0  # an answer in NESTFUL's own output form
+        if len(record["answer"]) > 1:
+            assert score(record, json.dumps(record["answer"][::-1])) == 0.0
+    env = MemToolAgentEnv(records[0])
+    assert not env.execute("add", {"arg_0": 1, "arg_1": 2}).ok  # not one of this record's tools
+    refers_ahead = env.execute(records[0]["answer"][2]["name"], records[0]["answer"][2]["arguments"])
+    assert not refers_ahead.ok and "refers to no earlier call" in refers_ahead.text

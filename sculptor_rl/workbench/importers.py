@@ -8,8 +8,17 @@ families (`sculptor-rl data import --benchmark workbench|nestful`).
   `meta.template` (the template the env reports by) is `base_template`. WorkBench's own databases
   (`data/processed/*.csv`) can be given as `database`: the records then run on them (`sandbox.load_database`);
   without it they run on the sandbox's generated database, where their ids may not exist.
-- NESTFUL (Basu et al., 2024): a JSON list (or JSONL) of `{"sample_id", "input", "output": [calls with "label"
-  and "$var_k.field$" references], "gold_answer", "tools"}`; `output` and `tools` may be JSON text.
+- NESTFUL (github.com/IBM/NESTFUL; Basu et al., 2024): a JSON list (or JSONL) of `{"input", "output": [calls with
+  "label" and "$var1.field$" references]}` (the GitHub release: `data/executable/executable-data.json`,
+  `data/non-executable/non-executable-{glaive,sgd}-data.json`), or the hub's records with `sample_id`,
+  `gold_answer` and `tools` too; `output` and `tools` may be JSON text. A directory imports every `*-data.json` in
+  it and below. Ids are `nestful-<sample_id>`, else `nestful-<file>-<row>` (the file name without "-data", so the
+  three files' ids never collide). Tools: a record's own `tools`, else its file's spec (`*-spec.json` beside it,
+  or `spec`): the entries of the functions its gold sequence calls (the release names no per-record tool list),
+  as OpenAI-style schemas, each with NESTFUL's `output_parameters` (the fields later calls refer to).
+  The gold sequence's final `{"name": "var_result", "arguments": {"flights": "$var3$", ...}}` is not a call: it
+  names which results make up the answer. It is kept in `meta.var_result` and left out of `answer` (the calls the
+  agent makes and the sequence match compares).
 Every bad record is a ValueError naming the file and row.
 """
 
@@ -109,15 +118,69 @@ def _json(value, what: str, where: str):
     return value
 
 
-def import_nestful(path: str | Path) -> list[dict]:
-    """Records from NESTFUL's JSON (a list) or JSONL file."""
-    path = Path(path)
+def _spec_schema(entry: dict) -> dict:
+    """One NESTFUL spec entry (its parameters under `query_parameters`, `path_parameters`, `parameters` or
+    `arguments`) as an OpenAI-style function schema; `output_parameters` kept beside the parameters."""
+    params = {**(entry.get("path_parameters") or {}), **(entry.get("query_parameters") or {}),
+              **(entry.get("arguments") or {})}
+    listed = entry.get("parameters") or {}
+    if "properties" in listed:  # glaive's entries are JSON schemas already
+        properties, required = listed["properties"], list(listed.get("required") or [])
+    else:
+        params.update(listed)
+        properties = {k: {key: v[key] for key in ("type", "description", "enum") if key in v} for k, v in params.items()}
+        for k, v in params.items():
+            if v.get("allowed_values"):
+                properties[k]["enum"] = v["allowed_values"]
+        required = [k for k, v in params.items() if v.get("required")]
+    return {"type": "function", "function": {
+        "name": entry["name"], "description": entry.get("description", ""),
+        "parameters": {"type": "object", "properties": properties, "required": required},
+        "output_parameters": entry.get("output_parameters") or {}}}
+
+
+def _spec(path: Path) -> dict[str, dict]:
+    """{function name: schema} from a `*-spec.json` file."""
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a NESTFUL spec file ({e})") from None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("name"), str)
+                                                for e in entries):
+        raise ValueError(f"{path}: a spec file is a JSON list of tool entries with a name")
+    return {e["name"]: _spec_schema(e) for e in entries}
+
+
+def _nestful_files(source: Path) -> list[Path]:
+    if not source.is_dir():
+        return [source]
+    files = sorted(source.rglob("*-data.json"))
+    if not files:
+        raise ValueError(f"{source}: no NESTFUL *-data.json files in it")
+    return files
+
+
+def import_nestful(source: str | Path, spec: str | Path | None = None) -> list[dict]:
+    """Records from NESTFUL's JSON (a list) or JSONL files: one file or a directory of `*-data.json`."""
+    records = []
+    for path in _nestful_files(Path(source)):
+        sibling = path.with_name(path.name.replace("-data.json", "-spec.json"))
+        spec_path = Path(spec) if spec else (sibling if sibling != path and sibling.exists() else None)
+        records += _nestful_file(path, _spec(spec_path) if spec_path else {})
+    ids = [r["id"] for r in records]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{source}: sample_id {next(i for i in ids if ids.count(i) > 1)!r} occurs twice")
+    return records
+
+
+def _nestful_file(path: Path, spec: dict[str, dict]) -> list[dict]:
     text = path.read_text(encoding="utf-8")
     try:
         items = json.loads(text) if text.lstrip().startswith("[") else [json.loads(line) for line in
                                                                         text.splitlines() if line.strip()]
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not JSON or JSONL ({e.msg} at line {e.lineno})") from None
+    stem = path.name.removesuffix(".jsonl").removesuffix(".json").removesuffix("-data")
     records = []
     for i, item in enumerate(items):
         where = f"{path} record {i}"
@@ -127,12 +190,23 @@ def import_nestful(path: str | Path) -> list[dict]:
         if not isinstance(calls, list) or not all(isinstance(c, dict) and isinstance(c.get("name"), str)
                                                   and isinstance(c.get("arguments", {}), dict) for c in calls):
             raise ValueError(f"{where}: output must be a list of {{\"name\", \"arguments\", \"label\"}}")
-        sample = str(item.get("sample_id", i))
-        records.append({"id": f"nestful-{sample}", "task": NESTFUL,
-                        "messages": [{"role": "user", "content": item["input"]}],
+        final = [c for c in calls if c["name"] == "var_result"]
+        calls = [c for c in calls if c["name"] != "var_result"]
+        names = list(dict.fromkeys(c["name"] for c in calls))
+        missing = [name for name in names if spec and name not in spec]
+        # a function the spec file lacks (the release has a few) is offered without parameters, and flagged
+        tools = _json(item.get("tools"), "tools", where) or [spec.get(name) or _spec_schema(
+            {"name": name, "description": "(NESTFUL's spec file has no entry for this function)"})
+            for name in names if spec]
+        kept = {k: v for k, v in item.items() if k not in ("input", "output", "tools", "sample_id")}
+        sample = item.get("sample_id")
+        records.append({"id": f"nestful-{sample}" if sample is not None else f"nestful-{stem}-{i:05d}",
+                        "task": NESTFUL, "messages": [{"role": "user", "content": item["input"]}],
                         "answer": [{"name": c["name"], "arguments": c.get("arguments", {}),
                                     "label": c.get("label") or f"$var_{k}"} for k, c in enumerate(calls, 1)],
-                        "meta": {"gold_answer": item.get("gold_answer"), "tools": _json(item.get("tools", []), "tools",
-                                                                                        where),
-                                 "sample_id": sample, "source": "nestful", "domain": NESTFUL}})
+                        "meta": {**kept, "gold_answer": item.get("gold_answer"), "tools": tools,
+                                 "sample_id": str(sample if sample is not None else i), "file": path.name,
+                                 "source": "nestful", "domain": NESTFUL,
+                                 **({"var_result": final[-1].get("arguments", {})} if final else {}),
+                                 **({"tools_without_spec": missing} if missing else {})}})
     return records
