@@ -132,7 +132,8 @@ def test_workbench_tools_refuse_and_accept_as_workbench_does():
                                                     "new_value": "someone.else@atlas.com"},
                  "Assignee email not valid. Please choose from the list of team members."),
                 ("project_management.create_task", {"task_name": "x", "assigned_to_email": "nobody@atlas.com",
-                                                    "list_name": "Backlog", "due_date": "2023-12-01", "board": "Design"},
+                                                    "list_name": "Backlog", "due_date": "2023-12-01",
+                                                    "board": "Design"},
                  "Assignee email not valid. Please choose from the list of team members."),
                 ("analytics.create_plot", {"time_min": "2023-11-01", "time_max": "2023-11-29",
                                            "value_to_plot": "engaged_users", "plot_type": "bar"},
@@ -230,13 +231,15 @@ def test_nestful_three_files_import_with_unique_ids_their_spec_and_var_result():
     assert first["meta"]["var_result"] == raw[0]["output"][-1]["arguments"]  # the final pseudo-call, kept aside
     assert all("var_result" in r["meta"] and all(c["name"] != "var_result" for c in r["answer"]) for r in records)
     for r in records:  # each record's own tools: its gold functions, from the spec file beside its data file
-        assert [t["function"]["name"] for t in r["meta"]["tools"]] == list(dict.fromkeys(c["name"] for c in r["answer"]))
+        names = [t["function"]["name"] for t in r["meta"]["tools"]]
+        assert names == list(dict.fromkeys(c["name"] for c in r["answer"]))
     spec = {e["name"]: e for e in json.loads((NESTFUL / "executable" / "executable-spec.json").read_text())}
     flight = next(t["function"] for t in first["meta"]["tools"] if t["function"]["name"] == "SkyScrapperFlightSearch")
     assert flight["parameters"]["required"] == [k for k, v in spec["SkyScrapperFlightSearch"]["query_parameters"]
                                                 .items() if v["required"]]
     assert flight["output_parameters"] == spec["SkyScrapperFlightSearch"]["output_parameters"] != {}
-    glaive = {e["name"] for e in json.loads((NESTFUL / "non-executable" / "non-executable-glaive-spec.json").read_text())}
+    glaive_spec = NESTFUL / "non-executable" / "non-executable-glaive-spec.json"
+    glaive = {e["name"] for e in json.loads(glaive_spec.read_text())}
     lacking = [r["id"] for r in records if r["meta"]["file"].startswith("non-executable-glaive")
                and any(c["name"] not in glaive for c in r["answer"])]
     assert len(lacking) >= 2 and lacking == [r["id"] for r in records if r["meta"].get("tools_without_spec")]
@@ -265,3 +268,35 @@ def test_nestful_real_records_are_solvable_in_the_environment():
     assert not env.execute("add", {"arg_0": 1, "arg_1": 2}).ok  # not one of this record's tools
     refers_ahead = env.execute(records[0]["answer"][2]["name"], records[0]["answer"][2]["arguments"])
     assert not refers_ahead.ok and "refers to no earlier call" in refers_ahead.text
+
+
+# ---- LoCoMo (snap-research/LoCoMo) ----
+
+LOCOMO = REAL / "locomo" / "locomo10-conv-26.json"
+
+
+def test_locomo_records_hold_their_conversation_once():
+    from sculptor_rl.tamem import conversations, locomo
+
+    sample = json.loads(LOCOMO.read_text())[0]
+    records = locomo.records(LOCOMO)
+    assert len(records) == sum(q["category"] != 5 for q in sample["qa"]) == 152  # adversarial left out
+    assert len({r["id"] for r in records}) == 152
+    for r in records[:5]:
+        text = json.dumps(r, ensure_ascii=False)
+        turn = sample["conversation"]["session_1"][0]["text"]
+        assert text.count(json.dumps(turn)[1:-1]) == 1  # the conversation's text lies once, in the message
+        assert len(text) < 1.6 * len(r["messages"][0]["content"])
+    assert conversations.conversation_of(records[0]) == locomo.load(LOCOMO)[0][0]  # rebuilt exactly
+
+
+def test_locomo_gold_scores_one_and_open_domain_golds_are_cut_at_the_semicolon():
+    from sculptor_rl.tamem import locomo
+    from sculptor_rl.tasks import render_answer, score
+
+    records = locomo.records(LOCOMO)
+    assert all(score(r, render_answer(r)) == 1.0 and score(r, "") == 0.0 for r in records)
+    semi = [r for r in records if r["meta"]["category"] == "open-domain" and ";" in r["answer"]]
+    assert len(semi) == 5
+    for r in semi:  # LoCoMo's evaluation.py scores category 3 against answer.split(';')[0].strip()
+        assert render_answer(r) == r["answer"].split(";")[0].strip() and score(r, r["answer"]) < 1.0

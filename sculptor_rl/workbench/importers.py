@@ -128,7 +128,8 @@ def _spec_schema(entry: dict) -> dict:
         properties, required = listed["properties"], list(listed.get("required") or [])
     else:
         params.update(listed)
-        properties = {k: {key: v[key] for key in ("type", "description", "enum") if key in v} for k, v in params.items()}
+        properties = {k: {key: v[key] for key in ("type", "description", "enum") if key in v}
+                      for k, v in params.items()}
         for k, v in params.items():
             if v.get("allowed_values"):
                 properties[k]["enum"] = v["allowed_values"]
