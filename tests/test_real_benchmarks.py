@@ -300,3 +300,23 @@ def test_locomo_gold_scores_one_and_open_domain_golds_are_cut_at_the_semicolon()
     assert len(semi) == 5
     for r in semi:  # LoCoMo's evaluation.py scores category 3 against answer.split(';')[0].strip()
         assert render_answer(r) == r["answer"].split(";")[0].strip() and score(r, r["answer"]) < 1.0
+
+
+# ---- BiGGen Bench (prometheus-eval/prometheus-eval, BiGGen-Bench/) ----
+
+def test_biggen_evaluation_output_imports_as_experiences():
+    from sculptor_rl.toolmem.biggen import import_biggen
+
+    path = REAL / "biggen" / "sample_evals.json"
+    raw = json.loads(path.read_text())
+    experiences = import_biggen(path)
+    assert len(experiences) == len(raw) == 32 and len({e["id"] for e in experiences}) == 32
+    for e in experiences:
+        row = raw[e["task_id"]]
+        assert e["tool"] == row["response_model_name"] and e["solution"] == row["response"]
+        assert e["score"] == int(row["score"]) and e["raw"] == (int(row["score"]) - 1) / 4
+        assert e["feedback"] == row["feedback"] and e["meta"]["judge"] == row["eval_model_name"]
+        assert e["meta"]["reference_answer"] == row["reference_answer"]  # the other columns kept
+        assert e["rubric"].startswith(row["score_rubric"]["criteria"])
+    assert {e["family"] for e in experiences} == {r["capability"] for r in raw.values()}
+    assert import_biggen(path, models=["another-model"]) == []
