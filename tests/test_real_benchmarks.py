@@ -320,3 +320,46 @@ def test_biggen_evaluation_output_imports_as_experiences():
         assert e["rubric"].startswith(row["score_rubric"]["criteria"])
     assert {e["family"] for e in experiences} == {r["capability"] for r in raw.values()}
     assert import_biggen(path, models=["another-model"]) == []
+
+
+# ---- `sculptor-rl data check` on the real files ----
+
+def _data_check(capsys, *argv) -> tuple[int, str]:
+    from sculptor_rl.cli import main
+
+    try:
+        main(["data", "check", *argv])
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    return code, capsys.readouterr().out
+
+
+def test_data_check_on_workbench_reproduces_is_correct_s_empty_verdicts(capsys):
+    code, out = _data_check(capsys, "--format", "workbench", "--in", str(WORKBENCH / "processed" /
+                                                                       "queries_and_answers"))
+    with open(REAL / "workbench" / "official_verdicts.csv", newline="", encoding="utf-8") as f:
+        empty_right = sum(v["empty"] == "True" for v in csv.DictReader(f))
+    assert code == 0 and "66 records, 66 unique ids" in out  # the database found above queries_and_answers/
+    assert f"| all | 66 | 1.000 | {empty_right / 66:.3f} |" in out and f"empty > 0: {empty_right} " in out
+    assert "gold < 1 (the scorer does not credit the gold answer): 0" in out
+
+
+def test_data_check_on_nestful_and_locomo(capsys):
+    code, out = _data_check(capsys, "--format", "nestful", "--in", str(NESTFUL))
+    assert code == 0 and "| all | 62 | 1.000 | 0.000 | 0.000 |" in out
+    code, out = _data_check(capsys, "--format", "locomo", "--in", str(LOCOMO))
+    assert code == 0 and "152 records, 152 unique ids" in out and "| open-domain | 13 | 1.000 | 0.000 |" in out
+
+
+def test_data_check_fails_where_the_official_rule_cannot_credit_the_gold(tmp_path, capsys):
+    """BABILong's compare_answers never credits qa7's "none" (it names "one" too): data check says so, exit 1."""
+    rows = [{"input": "Mary got the milk. Mary dropped the milk.", "question": "How many objects is Mary carrying?",
+             "target": "none"},
+            {"input": "Mary got the milk.", "question": "How many objects is Mary carrying?", "target": "one"}]
+    path = tmp_path / "qa7_0k.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    labels = babilong_metrics.TASK_LABELS["qa7"]
+    assert not babilong_metrics.compare_answers("none", "none.", rows[0]["question"], labels)
+    code, out = _data_check(capsys, "--format", "babilong", "--in", str(path))
+    assert code == 1 and "gold < 1 (the scorer does not credit the gold answer): 1 (babilong-qa7_0k-00000)" in out

@@ -6,8 +6,9 @@ families (`sculptor-rl data import --benchmark workbench|nestful`).
   strings such as `calendar.update_event.func(event_id="00000055", field="event_name", new_value="...")` (possibly
   `[]`), read with `ast` (never evaluated). Every other column is kept in `meta` as released (`domains` as its list);
   `meta.template` (the template the env reports by) is `base_template`. WorkBench's own databases
-  (`data/processed/*.csv`) can be given as `database`: the records then run on them (`sandbox.load_database`);
-  without it they run on the sandbox's generated database, where their ids may not exist.
+  (`data/processed/*.csv`) are given as `database`, or found above `queries_and_answers/`: the records then run on
+  them (`sandbox.load_database`); without them they run on the sandbox's generated database, where their ids may
+  not exist.
 - NESTFUL (github.com/IBM/NESTFUL; Basu et al., 2024): a JSON list (or JSONL) of `{"input", "output": [calls with
   "label" and "$var1.field$" references]}` (the GitHub release: `data/executable/executable-data.json`,
   `data/non-executable/non-executable-{glaive,sgd}-data.json`), or the hub's records with `sample_id`,
@@ -77,7 +78,11 @@ def _csv_files(source: str | Path) -> list[Path]:
 
 
 def import_workbench(source: str | Path, database: str | Path | None = None) -> list[dict]:
-    """Records from one WorkBench query/answer CSV or a directory of them."""
+    """Records from one WorkBench query/answer CSV or a directory of them. Without `database`, the release's own
+    (`data/processed`, the folder above `queries_and_answers`) is used where it lies there."""
+    if database is None:
+        above = Path(source).resolve().parent if Path(source).is_dir() else Path(source).resolve().parent.parent
+        database = above if (above / "calendar_events.csv").exists() else None
     records = []
     for path in _csv_files(source):
         file_domain = path.name.removesuffix("_queries_and_answers.csv")
