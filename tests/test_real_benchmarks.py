@@ -363,3 +363,27 @@ def test_data_check_fails_where_the_official_rule_cannot_credit_the_gold(tmp_pat
     assert not babilong_metrics.compare_answers("none", "none.", rows[0]["question"], labels)
     code, out = _data_check(capsys, "--format", "babilong", "--in", str(path))
     assert code == 1 and "gold < 1 (the scorer does not credit the gold answer): 1 (babilong-qa7_0k-00000)" in out
+
+
+def test_nestful_hub_layout_tools_become_schemas_and_run(tmp_path):
+    """The hub's records carry `sample_id`, `gold_answer` and their own `tools` as NESTFUL specs (parameters as a
+    name -> {type, description} map): offered as schemas, executable math run to the gold answer."""
+    from sculptor_rl.envs.memtoolagent import MemToolAgentEnv
+    from sculptor_rl.workbench.importers import import_nestful
+
+    spec = {"name": "multiply", "description": "Multiply two numbers",
+            "parameters": {"arg_0": {"type": "int or float", "description": "a number"},
+                           "arg_1": {"type": "int or float", "description": "a number"}},
+            "output_parameter": {"result": {"type": "int or float", "description": "the product"}}}
+    row = {"sample_id": "mathqa-7", "input": "What is 6 times 7?", "gold_answer": 42,
+           "output": json.dumps([{"name": "multiply", "arguments": {"arg_0": 6, "arg_1": 7}, "label": "$var_1"}]),
+           "tools": json.dumps([spec])}
+    path = tmp_path / "nestful.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    (record,) = import_nestful(path)
+    (tool,) = record["meta"]["tools"]
+    assert record["id"] == "nestful-mathqa-7" and tool["function"]["name"] == "multiply"
+    assert sorted(tool["function"]["parameters"]["properties"]) == ["arg_0", "arg_1"]
+    assert tool["function"]["output_parameters"] == spec["output_parameter"]
+    env = MemToolAgentEnv(record)
+    assert env.execute("multiply", {"arg_0": 6, "arg_1": 7}).text == "$var_1 = 42" and env.score("42") == 1.0

@@ -14,9 +14,10 @@ families (`sculptor-rl data import --benchmark workbench|nestful`).
   `data/non-executable/non-executable-{glaive,sgd}-data.json`), or the hub's records with `sample_id`,
   `gold_answer` and `tools` too; `output` and `tools` may be JSON text. A directory imports every `*-data.json` in
   it and below. Ids are `nestful-<sample_id>`, else `nestful-<file>-<row>` (the file name without "-data", so the
-  three files' ids never collide). Tools: a record's own `tools`, else its file's spec (`*-spec.json` beside it,
-  or `spec`): the entries of the functions its gold sequence calls (the release names no per-record tool list),
-  as OpenAI-style schemas, each with NESTFUL's `output_parameters` (the fields later calls refer to).
+  three files' ids never collide). Tools: a record's own `tools` (the hub's), else its file's spec (`*-spec.json`
+  beside it, or `spec`): the entries of the functions its gold sequence calls (the release names no per-record
+  tool list); either way as OpenAI-style schemas, each with NESTFUL's `output_parameters` (the fields later calls
+  refer to).
   The gold sequence's final `{"name": "var_result", "arguments": {"flights": "$var3$", ...}}` is not a call: it
   names which results make up the answer. It is kept in `meta.var_result` and left out of `answer` (the calls the
   agent makes and the sequence match compares).
@@ -142,7 +143,7 @@ def _spec_schema(entry: dict) -> dict:
     return {"type": "function", "function": {
         "name": entry["name"], "description": entry.get("description", ""),
         "parameters": {"type": "object", "properties": properties, "required": required},
-        "output_parameters": entry.get("output_parameters") or {}}}
+        "output_parameters": entry.get("output_parameters") or entry.get("output_parameter") or {}}}
 
 
 def _spec(path: Path) -> dict[str, dict]:
@@ -201,8 +202,13 @@ def _nestful_file(path: Path, spec: dict[str, dict]) -> list[dict]:
         names = list(dict.fromkeys(c["name"] for c in calls))
         missing = [name for name in names if spec and name not in spec]
         # a function the spec file lacks (the release has a few) is offered without parameters, and flagged
-        tools = _json(item.get("tools"), "tools", where) or [spec.get(name) or _spec_schema(
-            {"name": name, "description": "(NESTFUL's spec file has no entry for this function)"})
+        own = _json(item.get("tools"), "tools", where) or []
+        if not isinstance(own, list) or not all(isinstance(t, dict) and (t.get("name") or t.get("function"))
+                                                for t in own):
+            raise ValueError(f"{where}: tools must be a list of tool specifications with a name")
+        tools = [t if t.get("type") == "function" else _spec_schema(t) for t in own] or [
+            spec.get(name) or _spec_schema({"name": name,
+                                            "description": "(NESTFUL's spec file has no entry for this function)"})
             for name in names if spec]
         kept = {k: v for k, v in item.items() if k not in ("input", "output", "tools", "sample_id")}
         sample = item.get("sample_id")
