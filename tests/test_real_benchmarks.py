@@ -387,3 +387,19 @@ def test_nestful_hub_layout_tools_become_schemas_and_run(tmp_path):
     assert tool["function"]["output_parameters"] == spec["output_parameter"]
     env = MemToolAgentEnv(record)
     assert env.execute("multiply", {"arg_0": 6, "arg_1": 7}).text == "$var_1 = 42" and env.score("42") == 1.0
+
+
+def test_nestful_hub_parquet_reads_as_its_json(tmp_path):
+    """The hub's parquet (what `datasets` downloads) gives the records its JSON gives."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sculptor_rl.workbench.importers import import_nestful
+
+    rows = [{"sample_id": f"m{i}", "input": f"What is {i} times 7?", "gold_answer": 7.0 * i,
+             "output": json.dumps([{"name": "multiply", "arguments": {"arg_0": i, "arg_1": 7}, "label": "$var_1"}]),
+             "tools": "[]"} for i in (2, 3)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "train.parquet")
+    (tmp_path / "train.json").write_text(json.dumps(rows))
+    assert [{**r, "meta": {**r["meta"], "file": None}} for r in import_nestful(tmp_path / "train.parquet")] == [
+        {**r, "meta": {**r["meta"], "file": None}} for r in import_nestful(tmp_path / "train.json")]

@@ -292,7 +292,7 @@ def test_import_nestful_and_nested_execution(tmp_path):
     assert env.execute("divide", {"arg_0": "$var_1.result$", "arg_1": 4}).text == "$var_2 = 250"
     assert env.score("250") == 1.0 and env.info()["calls"] == a["answer"]
     path.write_text(json.dumps([{"input": "x", "output": "[{\"arguments\": {}}]"}]))
-    with pytest.raises(ValueError, match="record 0: output must be"):
+    with pytest.raises(ValueError, match="item 0: output must be"):
         import_nestful(path)
 
 

@@ -11,16 +11,15 @@ families (`sculptor-rl data import --benchmark workbench|nestful`).
   not exist.
 - NESTFUL (github.com/IBM/NESTFUL; Basu et al., 2024): a JSON list (or JSONL) of `{"input", "output": [calls with
   "label" and "$var1.field$" references]}` (the GitHub release: `data/executable/executable-data.json`,
-  `data/non-executable/non-executable-{glaive,sgd}-data.json`), or the hub's records with `sample_id`,
-  `gold_answer` and `tools` too; `output` and `tools` may be JSON text. A directory imports every `*-data.json` in
-  it and below. Ids are `nestful-<sample_id>`, else `nestful-<file>-<row>` (the file name without "-data", so the
-  three files' ids never collide). Tools: a record's own `tools` (the hub's), else its file's spec (`*-spec.json`
-  beside it, or `spec`): the entries of the functions its gold sequence calls (the release names no per-record
-  tool list); either way as OpenAI-style schemas, each with NESTFUL's `output_parameters` (the fields later calls
-  refer to).
-  The gold sequence's final `{"name": "var_result", "arguments": {"flights": "$var3$", ...}}` is not a call: it
-  names which results make up the answer. It is kept in `meta.var_result` and left out of `answer` (the calls the
-  agent makes and the sequence match compares).
+  `data/non-executable/non-executable-{glaive,sgd}-data.json`), or the hub's records with `sample_id`, `gold_answer`
+  and `tools` too (`.parquet`, `.jsonl` or a `datasets` directory as downloaded); `output` and `tools` may be JSON
+  text. A directory imports every `*-data.json` in it and below. Ids are `nestful-<sample_id>`, else
+  `nestful-<file>-<row>` (the file name without "-data", so the three files' ids never collide). Tools: a record's
+  own `tools` (the hub's), else its file's spec (`*-spec.json` beside it, or `spec`): the entries of the functions
+  its gold sequence calls (the release names no per-record tool list); either way as OpenAI-style schemas, each with
+  NESTFUL's `output_parameters` (the fields later calls refer to). The gold sequence's final `{"name": "var_result",
+  "arguments": {"flights": "$var3$", ...}}` is not a call: it names which results make up the answer. It is kept in
+  `meta.var_result` and left out of `answer` (the calls the agent makes and the sequence match compares).
 Every bad record is a ValueError naming the file and row.
 """
 
@@ -158,54 +157,53 @@ def _spec(path: Path) -> dict[str, dict]:
     return {e["name"]: _spec_schema(e) for e in entries}
 
 
-def _nestful_files(source: Path) -> list[Path]:
-    if not source.is_dir():
-        return [source]
-    files = sorted(source.rglob("*-data.json"))
-    if not files:
-        raise ValueError(f"{source}: no NESTFUL *-data.json files in it")
-    return files
+def _nestful_sources(source: Path) -> list[Path]:
+    """The GitHub release's `*-data.json` files under a directory, else the one file or `datasets` directory."""
+    files = sorted(source.rglob("*-data.json")) if source.is_dir() else []
+    return files or [source]
 
 
 def import_nestful(source: str | Path, spec: str | Path | None = None) -> list[dict]:
-    """Records from NESTFUL's JSON (a list) or JSONL files: one file or a directory of `*-data.json`."""
+    """Records from NESTFUL's files: the release's JSON lists (one, or a directory of `*-data.json`), or the hub's
+    rows (`.parquet`, `.jsonl`, a `datasets` directory: `tasks.importers.read_rows`)."""
     records = []
-    for path in _nestful_files(Path(source)):
+    for path in _nestful_sources(Path(source)):
         sibling = path.with_name(path.name.replace("-data.json", "-spec.json"))
         spec_path = Path(spec) if spec else (sibling if sibling != path and sibling.exists() else None)
-        records += _nestful_file(path, _spec(spec_path) if spec_path else {})
+        records += _nestful_rows(path, _spec(spec_path) if spec_path else {})
     ids = [r["id"] for r in records]
     if len(set(ids)) != len(ids):
         raise ValueError(f"{source}: sample_id {next(i for i in ids if ids.count(i) > 1)!r} occurs twice")
     return records
 
 
-def _nestful_file(path: Path, spec: dict[str, dict]) -> list[dict]:
-    text = path.read_text(encoding="utf-8")
-    try:
-        items = json.loads(text) if text.lstrip().startswith("[") else [json.loads(line) for line in
-                                                                        text.splitlines() if line.strip()]
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not JSON or JSONL ({e.msg} at line {e.lineno})") from None
-    stem = path.name.removesuffix(".jsonl").removesuffix(".json").removesuffix("-data")
+def _plain(value):
+    """A column's value as JSON holds it (parquet gives numpy scalars and arrays)."""
+    return json.loads(json.dumps(value, default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v)))
+
+
+def _nestful_rows(path: Path, spec: dict[str, dict]) -> list[dict]:
+    from ..tasks.importers import read_rows
+
+    stem = path.name.removesuffix(".jsonl").removesuffix(".json").removesuffix(".parquet").removesuffix("-data")
     records = []
-    for i, item in enumerate(items):
-        where = f"{path} record {i}"
+    for i, (where, _, item) in enumerate(read_rows(path)):
         if not isinstance(item, dict) or not isinstance(item.get("input"), str):
             raise ValueError(f"{where}: needs a string \"input\"")
+        item = {k: _plain(v) for k, v in item.items()}
         calls = _json(item.get("output"), "output", where)
         if not isinstance(calls, list) or not all(isinstance(c, dict) and isinstance(c.get("name"), str)
                                                   and isinstance(c.get("arguments", {}), dict) for c in calls):
             raise ValueError(f"{where}: output must be a list of {{\"name\", \"arguments\", \"label\"}}")
         final = [c for c in calls if c["name"] == "var_result"]
         calls = [c for c in calls if c["name"] != "var_result"]
-        names = list(dict.fromkeys(c["name"] for c in calls))
-        missing = [name for name in names if spec and name not in spec]
-        # a function the spec file lacks (the release has a few) is offered without parameters, and flagged
         own = _json(item.get("tools"), "tools", where) or []
         if not isinstance(own, list) or not all(isinstance(t, dict) and (t.get("name") or t.get("function"))
                                                 for t in own):
             raise ValueError(f"{where}: tools must be a list of tool specifications with a name")
+        names = list(dict.fromkeys(c["name"] for c in calls))
+        missing = [name for name in names if not own and spec and name not in spec]
+        # a function the spec file lacks (the release has a few) is offered without parameters, and flagged
         tools = [t if t.get("type") == "function" else _spec_schema(t) for t in own] or [
             spec.get(name) or _spec_schema({"name": name,
                                             "description": "(NESTFUL's spec file has no entry for this function)"})
