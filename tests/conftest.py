@@ -109,6 +109,18 @@ def assert_prompts_show_the_workspace(traj, env, fmt) -> None:
             assert env.on_answer(parsed.content)
 
 
+def assert_trained_where_generated(traj, samples) -> None:
+    """Each completion is trained exactly once, in exactly the prompt the engine saw when it generated it."""
+    assert sorted(i for s in samples for i in s.completions) == list(range(len(traj.steps)))
+    for s in samples:
+        for i in s.completions:
+            step = traj.steps[i]
+            at, end = len(step.prompt_ids), len(step.prompt_ids) + len(step.completion_ids)
+            assert s.input_ids[:at] == step.prompt_ids and s.input_ids[at:end] == step.completion_ids
+            assert s.loss_mask[at:end] == [1] * len(step.completion_ids)
+        assert sum(s.loss_mask) == sum(len(traj.steps[i].completion_ids) for i in s.completions)
+
+
 class CountingTeacher(ScriptedTeacher):
     """The scripted teachers of `tasks`, counting the completions they are asked for."""
 

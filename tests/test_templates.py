@@ -21,6 +21,7 @@ from sculptor_rl.envs.teachers import ScriptedTeacher
 from sculptor_rl.samples import build_samples
 from sculptor_rl.tasks import generate
 
+from conftest import assert_trained_where_generated
 from template_families import FAMILIES, load_template
 
 # tool_format of template_families → the parser `auto` must pick
@@ -84,16 +85,7 @@ def test_scripted_teacher_through_the_official_template(name, kwargs):
     for traj in trajs:
         assert traj.stop_reason == "answer" and traj.score == 1.0 and traj.format_errors == 0, traj.steps[-1].text
         assert traj.tokenizer == fmt.provenance
-        samples = build_samples(traj)
-        assert sorted(i for s in samples for i in s.completions) == list(range(len(traj.steps)))
-        for s in samples:  # token-exact: each completion trained once, in the prompt the engine saw
-            trained = [t for t, m in zip(s.input_ids, s.loss_mask) if m]
-            assert trained == [t for i in s.completions for t in traj.steps[i].completion_ids]
-            for i in s.completions:
-                step = traj.steps[i]
-                at = len(step.prompt_ids)
-                assert s.input_ids[:at] == step.prompt_ids and s.input_ids[at:at + len(step.completion_ids)] == \
-                    step.completion_ids
+        assert_trained_where_generated(traj, build_samples(traj))  # token-exact
         for step in traj.steps:
             # the prompt is the template's rendering of the conversation at that step
             assert fmt.tokenizer.decode(step.prompt_ids) == fmt.decode(step.prompt_ids)

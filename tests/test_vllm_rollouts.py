@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from conftest import assert_prompts_show_the_workspace
+from conftest import assert_prompts_show_the_workspace, assert_trained_where_generated
 
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
 from sculptor_rl.envs import make_env_factory
@@ -73,15 +73,7 @@ def test_prompt_ids_of_every_step_decode_to_the_rendered_workspace(rollouts, fmt
 def test_samples_hold_the_engine_ids_in_the_context_it_saw(rollouts):
     _, plain, mixed = rollouts
     for traj in plain + mixed:
-        samples = build_samples(traj)
-        assert sum(sum(s.loss_mask) for s in samples) == traj.generated_tokens
-        for s in samples:
-            for i in s.completions:
-                step = traj.steps[i]
-                at = len(step.prompt_ids)
-                assert s.input_ids[:at] == step.prompt_ids
-                assert s.input_ids[at : at + len(step.completion_ids)] == step.completion_ids
-                assert s.loss_mask[at : at + len(step.completion_ids)] == [1] * len(step.completion_ids)
+        assert_trained_where_generated(traj, build_samples(traj))
     # the mixed rollouts' last sample trains an engine completion generated after the fragment call
     assert any(len(build_samples(t)) == 2 and t.steps[1].logprobs for t in mixed)
 
@@ -109,12 +101,7 @@ def test_a_history_rewriting_template_in_a_real_rollout(vllm_engine, fmt, templa
         assert "<think>\n\n</think>" in qwen3.decode(traj.steps[0].prompt_ids)
         samples = build_samples(traj)
         assert (samples[0].completions[:2] == [0, 1]) == append_only
-        for s in samples:
-            for i in s.completions:
-                step = traj.steps[i]
-                at = len(step.prompt_ids)
-                assert s.input_ids[:at] == step.prompt_ids
-                assert s.input_ids[at : at + len(step.completion_ids)] == step.completion_ids
+        assert_trained_where_generated(traj, samples)
         assert_prompts_show_the_workspace(traj, acm_env(2)(by_id[traj.task_id], index), qwen3)
 
 
