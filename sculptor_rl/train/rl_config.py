@@ -1,5 +1,6 @@
 """The RL command's config (`SculptorGRPOConfig`), its checks and its plan: everything `sculptor-rl rl validate`
-needs, without loading a model or starting an engine. The trainer is `sculptor_rl.train.rl`."""
+needs, without loading weights or starting an engine (the model's tokenizer and config are read: `preflight`).
+The trainer is `sculptor_rl.train.rl`."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ from pathlib import Path
 
 from trl import GRPOConfig
 
+from ..acm import TOOL_SCHEMAS
 from ..agent.loop import LoopConfig
 from ..envs import ENVS, RewardConfig, params_of
 from ..envs.memtoolagent import MemToolAgentEnv
 from ..models import train_bf16
 from .lora import LoraSettings
+from .preflight import preflight
+from .report_to import HELP as REPORT_TO_HELP
+from .report_to import resolve as resolve_report_to
 from .loss import IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, LOSS_WEIGHTINGS
 from .shared_prefix import BatchSettings
 
@@ -76,6 +81,7 @@ class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LoraSettings, Bat
     # the ratio uses trainer-recomputed old logprobs; the sampler mismatch is logged, not corrected
     vllm_importance_sampling_correction: bool = False
     logging_steps: float = 1
+    report_to: None | str | list[str] = field(default=None, metadata={"help": REPORT_TO_HELP})
 
     _VALID_DICT_FIELDS = GRPOConfig._VALID_DICT_FIELDS + ["environment_params"]
 
@@ -85,6 +91,8 @@ class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LoraSettings, Bat
             if getattr(self, trls) not in (default, getattr(self, ours)):
                 raise ValueError(f"set {ours} (the name rl, eval and serve share), not TRL's {trls}")
             setattr(self, trls, getattr(self, ours))
+        self.report_to = resolve_report_to(self.report_to)
+        self.bf16_asked = self.bf16  # what validate reports for the target GPU; bf16 itself is what runs here
         self.bf16 = train_bf16(self.bf16)
         super().__post_init__()
 
@@ -229,9 +237,19 @@ def plan(cfg: SculptorGRPOConfig) -> str:
 
 
 def validate(cfg: SculptorGRPOConfig) -> list[str]:
-    """Check the config without loading a model or starting an engine; print the plan. Returns warnings."""
+    """Check the config and what it names of the model (tokenizer, chat template and parser, context length;
+    `preflight`) without loading weights or starting an engine; print the plan and what was checked. Returns
+    warnings; ValueError with every error found."""
     warnings = check_config(cfg)
     print(plan(cfg))
+    env = ENVS.get(cfg.environment)
+    tools = getattr(env, "tools", None)
+    errors, lines = preflight(cfg.model, cfg.max_model_len, cfg.report_to, cfg.bf16_asked, cfg.fp16,
+                              tools if isinstance(tools, list) else TOOL_SCHEMAS, cfg.parser)
+    for line in lines:
+        print(f"checked  {line}")
     for w in warnings:
         print(f"warning: {w}")
+    if errors:
+        raise ValueError("invalid RL config:\n- " + "\n- ".join(errors))
     return warnings

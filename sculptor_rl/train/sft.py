@@ -27,6 +27,8 @@ from ..models import resolve_model, train_bf16
 from ..samples import read_samples, trim
 from .curves import CurvesCallback
 from .lora import LoraSettings, peft_config
+from .report_to import HELP as REPORT_TO_HELP
+from .report_to import resolve as resolve_report_to
 from .shared_prefix import BatchSettings, pack, token_logprobs
 
 log = logging.getLogger(__name__)
@@ -40,10 +42,12 @@ class SculptorSFTConfig(SFTConfig, LoraSettings, BatchSettings):
     samples: str = field(default="", metadata={"help": "samples .jsonl made by `sculptor-rl samples`"})
     max_length: int | None = field(default=None, metadata={"help": "longer samples are dropped; None: the "
                                                                      "model's context length"})
+    report_to: None | str | list[str] = field(default=None, metadata={"help": REPORT_TO_HELP})
 
     def __post_init__(self):
         if self.max_tokens_per_batch is not None and self.max_tokens_per_batch < 1:
             raise ValueError("max_tokens_per_batch must be positive (or unset)")
+        self.report_to = resolve_report_to(self.report_to)
         self.bf16 = train_bf16(self.bf16)
         super().__post_init__()
 

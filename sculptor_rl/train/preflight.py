@@ -1,0 +1,88 @@
+"""What `sculptor-rl rl validate` checks beyond the config's own consistency, reading the model's tokenizer and
+config but no weights: the chat template renders a two-step tool conversation and the loop's parser reads the
+rendered calls back; `max_model_len` fits the model's context; `report_to` names installed integrations; the
+precision can run on this device. A Hub id that cannot be reached here (offline, no access) is said to be not
+checked, and the other checks still run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..agent.chat import ChatFormat
+from ..models import check_context_length, resolve_model
+from ..toolcalls import PARSERS
+
+# Two tool calls with their results, the shape of every rollout; results carry markers to find in the render.
+_CALLS = [("search_context", {"query": "key 7"}, "RESULT-ONE: s1a2b3 at message 1"),
+          ("get_search_detail", {"search_id": "s1a2b3"}, "RESULT-TWO: the value of key 7 is blue")]
+_CHAT = [{"role": "system", "content": "You manage your context with tools."},
+         {"role": "user", "content": "What is the value of key 7?"}]
+
+
+def _assistant_call(k: int, name: str, arguments: dict) -> dict:
+    return {"role": "assistant", "content": "",
+            "tool_calls": [{"type": "function", "id": f"call_{k}", "function": {"name": name, "arguments": arguments}}]}
+
+
+def two_step_tool_conversation() -> list[dict]:
+    messages = list(_CHAT)
+    for k, (name, arguments, result) in enumerate(_CALLS):
+        messages += [_assistant_call(k, name, arguments),
+                     {"role": "tool", "tool_call_id": f"call_{k}", "name": name, "content": result}]
+    return messages
+
+
+def check_template(fmt: ChatFormat, tools: list[dict], parser: str) -> str:
+    """The template renders both calls and both results, and `parser` reads each call back from the turn the
+    template renders for it. ValueError naming what went wrong."""
+    try:
+        text = fmt.text(two_step_tool_conversation(), add_generation_prompt=True, tools=tools)
+    except Exception as e:  # a template raising (jinja2's errors, a template rejecting a role) is the finding
+        raise ValueError(f"chat template: rendering a two-step tool conversation raised "
+                         f"{type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
+    missing = [result.split(":")[0] for _, _, result in _CALLS if result not in text]
+    if missing:
+        raise ValueError(f"chat template: the tool results {missing} are missing from the rendered conversation")
+    read = PARSERS[parser]()
+    for k, (name, arguments, _) in enumerate(_CALLS):
+        before = fmt.text(_CHAT, add_generation_prompt=True, tools=tools)
+        turn = fmt.text([*_CHAT, _assistant_call(k, name, arguments)], add_generation_prompt=False, tools=tools)
+        if not turn.startswith(before):
+            raise ValueError("chat template: an assistant turn re-renders the conversation before it, so the "
+                             "parser's input cannot be told apart")
+        calls = read.parse(turn[len(before):]).calls
+        if [(c.name, c.arguments) for c in calls] != [(name, arguments)]:
+            raise ValueError(f"chat template: the {parser} parser reads {[(c.name, c.arguments) for c in calls]} "
+                             f"from the rendered call {name}({arguments})")
+    return f"chat template: renders a two-step tool conversation; the {parser} parser reads both calls back"
+
+
+def check_precision(bf16: bool | None, fp16: bool) -> str:
+    """The precision asked for, on this device. A GPU without bf16 fails earlier, when the config is read
+    (`models.train_bf16`); a CPU cannot tell what the target GPU supports."""
+    import torch
+
+    asked = "bf16" if bf16 else "fp16" if fp16 else "fp32"
+    if not torch.cuda.is_available():
+        return f"precision: {asked} NOT checked for a GPU (none here; bf16 needs an Ampere or newer GPU)"
+    return f"precision: {asked} on {torch.cuda.get_device_name()}"
+
+
+def preflight(model: str | None, max_model_len: int | None, report_to: list[str], bf16: bool | None, fp16: bool,
+              tools: list[dict], parser: str) -> tuple[list[str], list[str]]:
+    """(errors, lines saying what was checked or not)."""
+    errors = []
+    lines = [f"report_to: {', '.join(report_to) or 'none'} (installed)", check_precision(bf16, fp16)]
+    path = resolve_model(model)
+    try:
+        lines.append(check_context_length(path, max_model_len))
+    except ValueError as e:
+        errors.append(str(e))
+    if not Path(path).is_dir() and "NOT checked" in lines[-1]:
+        lines.append(f"chat template: NOT checked ({path} cannot be reached here)")
+        return errors, lines
+    try:
+        lines.append(check_template(ChatFormat.from_pretrained(path), tools, parser))
+    except ValueError as e:
+        errors.append(str(e))
+    return errors, lines
