@@ -60,7 +60,7 @@ class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LoraSettings, Bat
     skip_empty_updates: bool = field(default=True, metadata={
         "help": "an optimizer step with no learning signal (every group's rollouts tied and beta 0: a zero gradient) "
                 "leaves the weights alone; AdamW would still move each weight by its momentum, the last steps' "
-                "direction, with no new evidence for it. Not under DeepSpeed (it steps inside backward)"})
+                "direction, with no new evidence for it"})
     save_rollouts: bool = field(default=False, metadata={"help": "write each round's trajectories to "
                                                                  "output_dir/rollouts/"})
     memory_updates: str = field(default="none", metadata={
@@ -132,9 +132,6 @@ def check_config(cfg: SculptorGRPOConfig) -> list[str]:
         errors.append("ray_num_workers must be at least 1")
     if cfg.engine in ("vllm", "ray") and cfg.vllm_mode == "colocate" and not 0 < cfg.vllm_gpu_memory_utilization <= 1:
         errors.append("vllm_gpu_memory_utilization must be in (0, 1]")
-    if cfg.skip_empty_updates and cfg.deepspeed:
-        warnings.append("skip_empty_updates does nothing under DeepSpeed: its optimizer steps inside backward, so a "
-                        "round whose groups all tie still moves the weights by AdamW's momentum")
     if cfg.use_vllm:
         errors.append("leave use_vllm off: `engine: vllm` with `vllm_mode` drives vLLM through the agent loop")
     if cfg.vllm_importance_sampling_correction:
