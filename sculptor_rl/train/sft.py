@@ -22,7 +22,9 @@ from pathlib import Path
 import torch
 from trl import SFTConfig, SFTTrainer
 
+from .. import logs
 from ..config import parse_command
+from ..logs import log_start
 from ..models import resolve_model, train_bf16
 from ..samples import read_samples, trim
 from .curves import CurvesCallback
@@ -203,6 +205,8 @@ def save_final(trainer, tokenizer, out: Path) -> Path:
 def main(argv: list[str] | None = None) -> None:
     import sys
 
+    logs.setup()
+    log_start("sft")
     try:
         cfg = parse_command(SculptorSFTConfig, list(sys.argv[1:] if argv is None else argv), prog="sculptor-rl sft")
     except ValueError as e:  # an unknown key or a wrong type in the config file, or the config's own checks
