@@ -198,10 +198,11 @@ def plan(cfg: SculptorGRPOConfig) -> str:
                   "output_dir/engine-weights after each step")
     elif cfg.vllm_mode == "server":
         where = cfg.vllm_server_base_url or f"{cfg.vllm_server_host}:{cfg.vllm_server_port}"
-        engine = f"vLLM server at {where}, NCCL weight sync after each step"
+        engine = f"vLLM server at {where}, NCCL weight sync after each step (no rank samples meanwhile)"
     else:
-        engine = (f"colocated vLLM ({memory}, max_model_len "
-                  f"{cfg.max_model_len or 'model default'}), reloads saved weights after each step")
+        sleep = ", asleep while training (GPU)" if cfg.vllm_enable_sleep_mode else ""
+        engine = (f"colocated vLLM ({memory}, max_model_len {cfg.max_model_len or 'model default'}{sleep}), new "
+                  "weights after each step: in memory on a GPU, reloaded from a saved copy on CPU")
     ds = f"DeepSpeed {cfg.deepspeed}" if cfg.deepspeed else "no DeepSpeed config (accelerate launch may add one)"
     optimizer_steps = cfg.steps_per_generation // cfg.gradient_accumulation_steps
     lines = [
@@ -244,7 +245,7 @@ def validate(cfg: SculptorGRPOConfig) -> list[str]:
     errors, lines = preflight(cfg.model, cfg.max_model_len, cfg.report_to, cfg.bf16_asked, cfg.fp16,
                               tools if isinstance(tools, list) else TOOL_SCHEMAS, cfg.parser)
     for line in lines:
-        print(f"checked  {line}")
+        print(f"check        {line}")
     for w in warnings:
         print(f"warning: {w}")
     if errors:
