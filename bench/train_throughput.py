@@ -24,6 +24,10 @@
    one row), the fastest of `--plain-rows` rows times G (every row has the same length); shared: the whole
    group at once, fastest of `--repeats`.
 
+`--model` / `--tokenizer` / `--device cuda` run part 1 on another model (a checkpoint directory; the samples are
+tokenized with `--tokenizer`, default the model's) on the GPU; bench/gpu_check.py does so with a random
+Qwen3-0.6B-shaped model and the embedded model's tokenizer.
+
 The last line, for scripts: `shared-prefix vs TRL SFTTrainer: N.NNx` ((c) at the first budget over (a), tokens/s).
 """
 
@@ -70,7 +74,7 @@ class PeakRSS:
         return (self.peak - self.base) / 2**30
 
 
-def quickstart_samples(n: int):
+def quickstart_samples(n: int, model: str | None = None):
     from sculptor_rl.agent.chat import ChatFormat
     from sculptor_rl.models import resolve_model
     from sculptor_rl.rollout import RolloutConfig, rollout
@@ -78,22 +82,27 @@ def quickstart_samples(n: int):
     from sculptor_rl.tasks import generate
 
     quickstart = yaml.safe_load(Path(__file__).resolve().parents[1].joinpath("configs/quickstart.yaml").read_text())
-    fmt = ChatFormat.from_pretrained(resolve_model(None))
+    fmt = ChatFormat.from_pretrained(resolve_model(model))  # the tokenizer and chat template only
     tasks = generate(quickstart["task"], n, 0, **quickstart["task_params"])  # >= n samples: 2+ per rollout
     trajs = [t for t in rollout(tasks, RolloutConfig(engine="scripted"), fmt=fmt, progress=False) if t.reward >= 1]
-    return policy_samples(trajs, fmt)[:n]
+    return policy_samples(trajs, fmt.provenance)[:n]
 
 
-def sft_variants(samples, budgets: list[int], out: Path) -> list[dict]:
+def sft_variants(samples, budgets: list[int], out: Path, model: str | None = None, tokenizer: str | None = None,
+                 device: str = "cpu") -> list[dict]:
     """Each variant in a fresh process (spawned): the same initial weights from disk, and a peak memory that no
-    earlier variant's freed-but-kept allocations hide."""
+    earlier variant's freed-but-kept allocations hide. `model` (default: the embedded one) and `tokenizer`
+    (default: the model's) are paths; on `device` "cuda" the variants train in bf16 on the GPU (TRL's and our
+    defaults there) and the peak is CUDA's allocated memory instead of the resident memory."""
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
     from sculptor_rl.samples import write_samples
 
     write_samples(samples, out / "samples.jsonl")
-    common = dict(output_dir=str(out / "run"), num_train_epochs=1, learning_rate=1e-5, bf16=BF16, use_cpu=True,
+    cpu = device == "cpu"
+    common = dict(output_dir=str(out / "run"), num_train_epochs=1, learning_rate=1e-5, bf16=BF16 if cpu else True,
+                  use_cpu=cpu,
                   max_length=None, per_device_train_batch_size=1, gradient_accumulation_steps=1, save_strategy="no",
                   report_to=[], logging_steps=1000, dataloader_num_workers=0, seed=0)
     ours = dict(common, gradient_checkpointing=False)  # as configs/sft/quickstart_cpu.yaml
@@ -105,33 +114,42 @@ def sft_variants(samples, budgets: list[int], out: Path) -> list[dict]:
     rows = []
     for variant in variants:
         with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-            rows.append(pool.submit(sft_variant, *variant, out / "samples.jsonl").result())
+            rows.append(pool.submit(sft_variant, *variant, out / "samples.jsonl", model, tokenizer).result())
         print(rows[-1], flush=True)
     return rows
 
 
-def sft_variant(name: str, kind: str, args: dict, samples: Path) -> dict:
+def sft_variant(name: str, kind: str, args: dict, samples: Path, model_path: str | None = None,
+                tokenizer: str | None = None) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
     from sculptor_rl.models import resolve_model
     from sculptor_rl.train.sft import MaskedSFTTrainer, SculptorSFTConfig, load_sample_dataset
 
+    model_path = resolve_model(model_path)
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(resolve_model(None), dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     cls, config = (SFTTrainer, SFTConfig) if kind == "trl" else (MaskedSFTTrainer, SculptorSFTConfig)
     dataset = load_sample_dataset(str(samples), None)
     trainer = cls(model=model, args=config(**args), train_dataset=dataset,
-                  processing_class=AutoTokenizer.from_pretrained(resolve_model(None)))
+                  processing_class=AutoTokenizer.from_pretrained(tokenizer or model_path))
     steps = len(trainer.get_train_dataloader())
     tokens = sum(map(len, dataset["input_ids"]))
     gc.collect()
+    cuda = trainer.args.device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
     with PeakRSS() as mem:
         start = time.perf_counter()
         trainer.train()
+        if cuda:
+            torch.cuda.synchronize()
         seconds = time.perf_counter() - start
+    peak = (torch.cuda.max_memory_allocated() - base) / 2**30 if cuda else mem.gib
     return {"variant": name, "micro-batches": steps, "seconds": seconds, "samples/s": len(dataset) / seconds,
-            "tokens/s": tokens / seconds, "peak GiB": mem.gib}
+            "tokens/s": tokens / seconds, "peak GiB": peak}
 
 
 def timed(fn, *args) -> float:
@@ -192,6 +210,9 @@ def table(rows: list[dict]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=int, default=8, help="quickstart samples trained (in file order)")
+    ap.add_argument("--model", help="SFT: a checkpoint directory (default: the embedded model)")
+    ap.add_argument("--tokenizer", help="SFT: the directory whose tokenizer makes the samples (default: the model's)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="SFT: where the trainers run")
     ap.add_argument("--budgets", type=int, nargs="+", default=[3072, 8192], help="(c)'s max_tokens_per_batch")
     ap.add_argument("--groups", type=int, nargs="*", default=[4, 8, 16])
     ap.add_argument("--contexts", type=int, nargs="*", default=[2048, 8192],
@@ -210,12 +231,13 @@ def main() -> None:
               f"shape with {args.layers} layers, {PRECISION}; plain = fastest of {args.plain_rows} row(s) x G:\n{table(rl)}")
     if not args.samples:
         return
-    samples = quickstart_samples(args.samples)
+    samples = quickstart_samples(args.samples, args.tokenizer or args.model)
     print(f"{len(samples)} samples, {sum(len(s.input_ids) for s in samples)} tokens", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        sft = sft_variants(samples, args.budgets, Path(tmp))
-    print(f"\nSFT, quickstart pi_llm samples ({len(samples)}), embedded model, {PRECISION}, torch threads "
-          f"{torch.get_num_threads()}:\n{table(sft)}")
+        sft = sft_variants(samples, args.budgets, Path(tmp), args.model, args.tokenizer, args.device)
+    precision = PRECISION if args.device == "cpu" else "bf16 on CUDA"
+    print(f"\nSFT, quickstart pi_llm samples ({len(samples)}), {args.model or 'embedded model'}, {precision}, "
+          f"torch threads {torch.get_num_threads()}:\n{table(sft)}")
     trl, trl_no_ckpt, ours, shared = (row["tokens/s"] for row in sft[:4])
     print(f"\nours (no sharing) vs TRL SFTTrainer: {ours / trl:.2f}x ({ours / trl_no_ckpt:.2f}x without checkpointing)")
     print(f"shared-prefix vs TRL SFTTrainer without checkpointing: {shared / trl_no_ckpt:.2f}x")

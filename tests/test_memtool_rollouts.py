@@ -16,23 +16,14 @@ from sculptor_rl.samples import build_samples
 from sculptor_rl.tasks import generate
 from sculptor_rl.toolcalls import format_tool_call
 
+from conftest import assert_prompts_show_the_workspace
+
 LOOP = LoopConfig(max_tool_calls=80, max_new_tokens=256)
 
 
 @pytest.fixture(scope="module")
 def sessions():
     return generate("memtool", 3, seed=5, requests=5, calls_per_request=2, reuse=0.5)
-
-
-def _replay(traj, env):
-    """Feed a rollout's completions, calls and turns to a fresh env, yielding the env before each step."""
-    for step in traj.steps:
-        yield env
-        env.append({"role": "assistant", "content": step.text})
-        for call in step.calls:
-            env.append({"role": "tool", "content": env.execute(call["name"], call["arguments"]).text})
-        if step.next_turn:
-            assert env.on_answer(step.text)
 
 
 @pytest.mark.parametrize("mode, params", [(mode, {}) for mode in MODES] + [
@@ -56,19 +47,16 @@ def test_teacher_completes_sessions_with_valid_samples(sessions, fmt, mode, para
         assert len(traj.info["turns"]) == 5 and all(t["completed"] for t in traj.info["turns"])
         # every request but the last ends with an answer after which the prompt restarts (a new sample)
         assert sum(s.next_turn for s in traj.steps) >= 4
-        samples = _samples(traj, fmt)
+        samples = build_samples(traj)
         assert sum(sum(s.loss_mask) for s in samples) == traj.generated_tokens
         assert sorted(i for s in samples for i in s.completions) == list(range(len(traj.steps)))
-        assert len(samples) == sum(s.modified for s in traj.steps[:-1]) + 1
+        # a sample closes where the next prompt does not extend: after a tool change or a rewritten history,
+        # not after a new turn the template only appends
+        breaks = sum(not nxt.prompt_ids[: len(s.prompt_ids) + len(s.completion_ids)] == s.prompt_ids + s.completion_ids
+                     for s, nxt in zip(traj.steps, traj.steps[1:]))
+        assert len(samples) == breaks + 1 <= sum(s.modified for s in traj.steps[:-1]) + 1
         # each step's prompt is exactly the chat template over what the env showed then
-        for step, env in zip(traj.steps, _replay(traj, make_env(traj_task(sessions, traj), 0))):
-            assert fmt.tokenizer.decode(step.prompt_ids) == fmt.text(env.render(), add_generation_prompt=True,
-                                                                     tools=env.tools)
-
-
-def _samples(traj, fmt):
-    """Algorithm 1's samples of a text-engine rollout (tool results as the chat template's text between turns)."""
-    return build_samples(traj, lambda step: fmt.bridge_ids(tuple(("tool", c["result"]) for c in step.calls)))
+        assert_prompts_show_the_workspace(traj, make_env(traj_task(sessions, traj), 0), fmt)
 
 
 def traj_task(sessions, traj):
@@ -127,7 +115,7 @@ def test_tool_call_cap_fails_the_request_and_the_session_goes_on(sessions, fmt):
     assert traj.num_tool_calls == 30 and traj.stop_reason == "max_tool_calls" and traj.reward == -1.0
     assert turns[0]["loaded"] == 5 and not any(t["completed"] for t in turns)
     assert sum(s.next_turn for s in traj.steps) == 4  # a sample closes where each failed request gave way
-    samples = _samples(traj, fmt)
+    samples = build_samples(traj)
     assert sum(sum(s.loss_mask) for s in samples) == traj.generated_tokens
 
 
@@ -175,7 +163,7 @@ def test_a_prompt_over_the_window_fails_the_request_then_the_prune_step_recovers
     prune = fmt.tokenizer.decode(traj.steps[2].prompt_ids)  # request 3's prune step: request 1 stays dropped
     assert "Request 2 of 5" in prune and "Request 1 of 5" not in prune
     assert metrics.summarize([traj])["hybrid"]["capped_requests"] == 1
-    samples = _samples(traj, fmt)
+    samples = build_samples(traj)
     assert sum(sum(s.loss_mask) for s in samples) == traj.generated_tokens
 
 

@@ -60,8 +60,8 @@ def test_trajectories_have_the_in_process_format_and_pass_the_drift_check(rollou
         for step in engine_steps:
             assert len(step.completion_ids) == len(step.logprobs) > 0
             assert all(lp <= 0.0 and math.isfinite(lp) for lp in step.logprobs)
-            assert fmt.tokenizer.decode(step.completion_ids, skip_special_tokens=True) == step.text
-        samples = build_samples(traj)  # raises DriftError if a prompt the engine saw is not in its sample
+            assert fmt.strip_stop(fmt.decode(step.completion_ids)) == step.text
+        samples = build_samples(traj)
         assert sum(sum(s.loss_mask) for s in samples) == traj.generated_tokens
         assert_prompts_show_the_workspace(traj, acm_env(1)(by_id[traj.task_id], index), fmt)
         assert Trajectory.from_json(json.loads(json.dumps(traj.to_json()))) == traj  # what --save_rollouts writes

@@ -139,6 +139,10 @@ def test_validate_checks_max_model_len_and_the_template_against_the_model(tmp_pa
     main(["validate", "--config", str(good)])
     out = capsys.readouterr().out
     assert "max_model_len: 8192 within" in out and "the hermes parser reads both calls back" in out
+    qwen3 = tmp_path / "qwen3.yaml"  # the GPU recipes' template family (its official template, the same tokens)
+    qwen3.write_text(yaml.safe_dump({**base, "chat_template": str(ROOT / "tests/data/templates/qwen3.jinja")}))
+    main(["validate", "--config", str(qwen3)])
+    assert "the hermes parser reads both calls back" in capsys.readouterr().out
 
     long = tmp_path / "long.yaml"
     long.write_text(yaml.safe_dump({**base, "max_model_len": 131072}))
@@ -148,11 +152,12 @@ def test_validate_checks_max_model_len_and_the_template_against_the_model(tmp_pa
 
     broken = tmp_path / "broken-template"
     shutil.copytree(model_path, broken, ignore=shutil.ignore_patterns("*.safetensors"))
-    (broken / "chat_template.jinja").write_text(
+    (broken / "chat_template.jinja").write_text(  # renders calls (Hermes blocks), raises on a tool turn
         "{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tool role') }}{% endif %}"
-        "{{ m.content }}{% endfor %}")
+        "{{ m.content }}{% for c in m.tool_calls or [] %}<tool_call>{{ c.function | tojson }}</tool_call>{% endfor %}"
+        "{% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}")
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump({**base, "model": str(broken)}))
+    bad.write_text(yaml.safe_dump({**base, "model": str(broken), "parser": "hermes"}))
     with pytest.raises(SystemExit) as e:
         main(["validate", "--config", str(bad)])
     assert "chat template: rendering a two-step tool conversation raised" in str(e.value.code)

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from sculptor_rl.samples import DriftError, build_samples
+from sculptor_rl.samples import build_samples
 from sculptor_rl.trajectory import Step, Trajectory
 
 MOD, READ, ERR, ANSWER = "mod", "read", "err", "answer"
@@ -38,10 +38,11 @@ def test_the_design_worked_example():
     # Q, C0=fragment, T0, C1=search, T1, C2=fold, T2, C3=answer
     traj = make_traj([MOD, READ, MOD, ANSWER])
     c = [s.completion_ids for s in traj.steps]
-    s1, s2, s3 = build_samples(traj, tool_ids=lambda step: [77])
-    assert s1.input_ids == [900] + c[0] + [77] and trained(s1) == c[0] and s1.completions == [0]
-    # sample 2: [Q', C0, T0, C1, T1, C2, T2], loss on C1 and C2
-    assert s2.input_ids == [901] + c[0] + [50] + c[1] + [51] + c[2] + [77]
+    s1, s2, s3 = build_samples(traj)
+    # sample 1: [Q, C0], loss on C0 (the paper's T0 after it changes no loss and is left out)
+    assert s1.input_ids == [900] + c[0] and trained(s1) == c[0] and s1.completions == [0]
+    # sample 2: [Q', C0, T0, C1, T1, C2], loss on C1 and C2
+    assert s2.input_ids == [901] + c[0] + [50] + c[1] + [51] + c[2]
     assert trained(s2) == c[1] + c[2] and s2.completions == [1, 2]
     # sample 3: [Q'', C0, T0, C1, T1, C2, T2, C3], loss on C3, nothing after the final answer
     assert s3.input_ids == [902] + c[0] + [50] + c[1] + [51] + c[2] + [52] + c[3]
@@ -82,16 +83,21 @@ def test_random_trajectories_keep_the_invariants():
     for _ in range(200):
         kinds = [rng.choice([MOD, READ, ERR]) for _ in range(rng.randint(0, 12))] + [ANSWER]
         traj = make_traj(kinds)
-        samples = build_samples(traj, tool_ids=lambda step: [7, 7])
+        samples = build_samples(traj)
         assert sum(sum(s.loss_mask) for s in samples) == traj.generated_tokens
         assert len(samples) == kinds.count(MOD) + 1
 
 
-def test_drift_between_rollout_and_sample_is_detected():
+@pytest.mark.parametrize("at", [0, 3, -2])  # the head, C0, the end of C1
+def test_a_prompt_that_does_not_extend_the_last_starts_a_sample(at):
+    """The general rule: a template that re-renders history (or re-tokenization drift) changes step 2's prompt
+    without any context-modifying call; step 1's completion is trained in its own prompt, step 2's in its own."""
     traj = make_traj([READ, READ, ANSWER])
-    traj.steps[2].prompt_ids[3] += 1  # the engine saw something else than what the sample would train on
-    with pytest.raises(DriftError):
-        build_samples(traj)
+    traj.steps[2].prompt_ids[at] += 1
+    s1, s2 = build_samples(traj)
+    assert s1.completions == [0, 1] and s1.input_ids == traj.steps[1].prompt_ids + traj.steps[1].completion_ids
+    assert s2.completions == [2] and s2.input_ids == traj.steps[2].prompt_ids + traj.steps[2].completion_ids
+    assert trained(s2) == traj.steps[2].completion_ids
 
 
 def test_text_only_teacher_steps_have_no_logprobs():

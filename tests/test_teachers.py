@@ -18,7 +18,7 @@ from sculptor_rl import tasks
 from sculptor_rl.acm import Workspace
 from sculptor_rl.envs import AcmEnv
 from sculptor_rl.envs.teachers import TEACHERS, teacher_for
-from sculptor_rl.toolcalls import HermesParser
+from sculptor_rl.toolcalls import assistant_message, calls_of
 
 MAX_CALLS = 20
 
@@ -41,18 +41,20 @@ def rollout(task: dict, after_calls: Callable[[Workspace, list], None] = lambda 
     hidden = {k: v for k, v in task.items() if k != "answer"}  # a teacher must not need the answer
     calls, failed = 0, []
     while True:
-        completion = teacher(hidden, ws.render())
-        parsed = HermesParser().parse(completion)
-        ws.append({"role": "assistant", "content": completion})
-        if not parsed.calls:
+        turn = teacher(hidden, ws.render())
+        turn = turn if isinstance(turn, dict) else assistant_message(content=turn)
+        ws.append(turn)
+        made = calls_of(turn)
+        if not made:
+            completion = turn["content"]
             break
-        for call in parsed.calls:
+        for call in made:
             calls += 1
             assert calls <= MAX_CALLS, "too many tool calls"
             result = ws.execute(call.name, call.arguments)
             failed += [] if result.ok else [result.text]
             ws.append({"role": "tool", "content": result.text})
-        after_calls(ws, parsed.calls)
+        after_calls(ws, made)
     shown, original = (sum(len(m["content"]) for m in messages[:own]) for messages in (ws.render(), ws.original()))
     return Rollout(tasks.score(task, completion), 1 - shown / original, calls, failed, ws.render())
 
@@ -100,7 +102,7 @@ def test_pi_llm_fold_ends_where_the_student_can_see():
         lines = task["messages"][0]["content"].split("\n\n")[1].split("\n")
         first_last = min(max(i for i, line in enumerate(lines) if line.startswith(f"{key}: "))
                          for key in task["answer"])
-        call = HermesParser().parse(teacher_for("pi_llm")(task, AcmEnv(task).workspace.render())).calls[0]
+        call = calls_of(teacher_for("pi_llm")(task, AcmEnv(task).workspace.render()))[0]
         end = lines.index(next(line for line in lines if line.endswith(call.arguments["end_marker"])))
         assert lines[0].startswith(call.arguments["start_marker"])
         assert end == min(len(lines) - TAIL_UPDATES, first_last) - 1

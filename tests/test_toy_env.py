@@ -68,7 +68,7 @@ def test_toy_environment_rollout_samples_and_one_sft_step(fmt, model_path, tmp_p
 
     readme_environment()
     trajs = rollout(tasks(), RolloutConfig(environment="calculator"), fmt=fmt, engine=Adder(), progress=False)
-    samples = policy_samples(trajs, fmt)
+    samples = policy_samples(trajs, fmt.provenance)
     # no tool modifies the context: one sample per rollout, both completions trained in it
     assert len(samples) == 4 and all(s.completions == [0, 1] for s in samples)
     assert sum(sum(s.loss_mask) for s in samples) == sum(t.generated_tokens for t in trajs)

@@ -1,41 +1,69 @@
-"""Chat rendering on token ids: the prompt a rollout step sends to the engine, built from segments.
+"""Chat rendering on token ids with the model's own chat template: the prompt each rollout step sends to the engine.
 
-A prompt is `head + (completion + bridge)*`: `head` is the chat template applied to the rendered task
-messages (system + user, with the tool schemas) ending in the generation prompt; each completion is the
-exact token ids the engine generated (token-in/token-out); each bridge is the template text between the end
-of that completion and the next generation prompt (the tool results). Building prompts this way keeps
-earlier turns byte-identical between steps, whatever the template would do when re-rendering a whole chat
-(Qwen3's thinking-stripping, for example), so the training samples see exactly what the engine saw.
+Each step's prompt is the template's rendering of the conversation so far — structured messages: assistant turns
+carry `tool_calls` (ids, names, arguments) and reasoning, tool turns `tool_call_id` — as a chat server would
+render it. Where that rendering extends the previous step's prompt + completion, the prompt is those exact ids
+followed by the new text's ids, so the completion stays the ids the engine generated; where it does not (an ACM
+tool rewrote the context, or the template re-renders history: Qwen3 drops an empty think block from earlier turns,
+gpt-oss their analysis), the prompt is the rendering tokenized afresh and Algorithm 1 starts a new sample there
+(design, "Any model"). `chat_template` (a file or a named variant such as `qwen3_append_only`) and
+`chat_template_kwargs` (e.g. `enable_thinking`) replace or parametrise the model's own template; the tool-call
+parser is the template's (`parser: auto`) or named.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+import hashlib
+import json
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
 
-__all__ = ["ChatFormat"]
+from ..toolcalls import make_parser, parser_for_template
 
-# Stand-ins for the turns before a bridge: a bridge is rendered after them and cut after the assistant's
-# end-of-turn token, so it does not depend on the real (long) conversation.
-_STUB = [{"role": "user", "content": "."}, {"role": "assistant", "content": "."}]
+__all__ = ["ChatFormat", "TEMPLATE_VARIANTS", "load_template"]
+
+# Append-only variants of official templates that re-render history (shipped in sculptor_rl/agent/templates/)
+TEMPLATE_VARIANTS = ("qwen3_append_only",)
+_PROBE_TOOL = {"type": "function", "function": {"name": "probe_tool_zq", "description": "probe",
+                                                "parameters": {"type": "object", "properties": {}}}}
+
+
+def load_template(spec: str) -> str:
+    """A chat template from a named variant (`TEMPLATE_VARIANTS`) or a file's path."""
+    if spec in TEMPLATE_VARIANTS:
+        return resources.files(__package__).joinpath(f"templates/{spec}.jinja").read_text()
+    path = Path(spec)
+    if not path.is_file():
+        raise ValueError(f"chat_template {spec!r} is neither a file nor a named variant "
+                         f"({', '.join(TEMPLATE_VARIANTS)})")
+    return path.read_text()
 
 
 class ChatFormat:
-    """Token-level rendering of an agent conversation for one tokenizer and its chat template."""
+    """Token-level rendering of an agent conversation for one tokenizer, its chat template and tool-call format."""
 
-    def __init__(self, tokenizer, extra_stop_ids: list[int] = ()):
+    def __init__(self, tokenizer, extra_stop_ids: list[int] = (), *, chat_template: str | None = None,
+                 template_kwargs: dict | None = None, parser: str = "auto", name: str = ""):
         if tokenizer.eos_token_id is None:
             raise ValueError("the tokenizer has no eos token: cannot tell where a completion ends")
-        if not tokenizer.chat_template:
-            raise ValueError("the tokenizer has no chat template; pass a chat model or set one")
-        self.tokenizer = tokenizer
+        self.template = load_template(chat_template) if chat_template else tokenizer.chat_template
+        if not self.template:
+            raise ValueError("the tokenizer has no chat template; pass a chat model or set `chat_template`")
+        self.tokenizer, self.name = tokenizer, name or getattr(tokenizer, "name_or_path", "")
+        self.kwargs = dict(template_kwargs or {})
         self.eos_id = tokenizer.eos_token_id
         self.eos = tokenizer.convert_ids_to_tokens(self.eos_id)
         # ids that end an assistant turn (some models list several, e.g. <|im_end|> and <|endoftext|>)
         self.stop_ids = [self.eos_id, *(i for i in extra_stop_ids if i != self.eos_id)]
-        self._bridge = lru_cache(maxsize=4096)(self._bridge_uncached)
+        self.stop_texts = tokenizer.convert_ids_to_tokens(self.stop_ids)
+        self.parser = make_parser(parser_for_template(self.template) if parser == "auto" else parser)
+        self._tools_via = self._tool_delivery()
+        self._call_shape = self._call_dialect()
 
     @classmethod
-    def from_pretrained(cls, model: str) -> "ChatFormat":
+    def from_pretrained(cls, model: str, chat_template: str | None = None, template_kwargs: dict | None = None,
+                        parser: str = "auto") -> "ChatFormat":
         from transformers import AutoTokenizer, GenerationConfig
 
         try:
@@ -47,37 +75,186 @@ class ChatFormat:
         except OSError:  # no generation_config.json
             eos = None
         try:
-            return cls(tokenizer, [eos] if isinstance(eos, int) else (eos or []))
-        except ValueError as e:  # no chat template, no eos token
+            return cls(tokenizer, [eos] if isinstance(eos, int) else (eos or []), chat_template=chat_template,
+                       template_kwargs=template_kwargs, parser=parser, name=str(model))
+        except ValueError as e:  # no chat template, no eos token, unknown parser
             raise ValueError(f"model {model}: {e}") from None
 
+    @classmethod
+    def of(cls, model: str, cfg) -> "ChatFormat":
+        """The format a config names (`chat_template`, `chat_template_kwargs`, `parser`) for `model`."""
+        kwargs = getattr(cfg, "chat_template_kwargs", None)
+        if isinstance(kwargs, str):  # TRL's GRPOConfig takes it as JSON text on a command line
+            kwargs = json.loads(kwargs)
+        return cls.from_pretrained(model, getattr(cfg, "chat_template", None), kwargs, getattr(cfg, "parser", "auto"))
+
+    # ---- text ---------------------------------------------------------------------------------------------------
+
+    def _apply(self, messages: list[dict], add_generation_prompt: bool, **kwargs) -> str:
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt,
+                                                  chat_template=self.template, **{**self.kwargs, **kwargs})
+
+    def _tool_delivery(self) -> str:
+        """How this template takes tool schemas: `tools=` (most), `xml_tools=` (SmolLM3), or not at all (DeepSeek
+        V3/R1's official templates), in which case they go into the system message (`_tools_in_system`)."""
+        probe = [{"role": "user", "content": "hi"}]
+        for how in ("tools", "xml_tools"):
+            try:
+                if _PROBE_TOOL["function"]["name"] in self._apply(probe, True, **{how: [_PROBE_TOOL]}):
+                    return how
+            except Exception:  # a template that rejects the probe takes tools no such way
+                pass
+        return "system"
+
+    def _call_dialect(self) -> tuple[bool, bool] | None:
+        """How this template wants an assistant call turn: (arguments as JSON text?, content None when empty?).
+        Most take dict arguments and "" (the loop's shape); DeepSeek's want JSON text and None (with "" they drop
+        the call); None where no shape renders a call at all (Phi-4-mini's, SmolLM3's edited one)."""
+        for as_text, none in ((False, False), (True, True), (True, False), (False, True)):
+            probe = [{"role": "user", "content": "hi"}, _call_turn({"role": "assistant", "content": "", "tool_calls": [
+                {"id": "call00000", "type": "function",
+                 "function": {"name": _PROBE_TOOL["function"]["name"], "arguments": {"q": "zq_value"}}}]},
+                (as_text, none))]
+            tools = {self._tools_via: [_PROBE_TOOL]} if self._tools_via != "system" else {}  # Hermes 3 needs them
+            try:
+                shown = self._apply(probe, False, **tools)
+            except Exception:  # jinja2 raises many kinds, a template's raise_exception among them
+                continue
+            if _PROBE_TOOL["function"]["name"] in shown and "zq_value" in shown:
+                return as_text, none
+        return None
+
+    @property
+    def renders_calls(self) -> bool:
+        """Does the template render an assistant turn's structured calls? Where not, the loop keeps the model's
+        own text as the turn's content (its calls included), and the scripted teachers cannot be rendered."""
+        return self._call_shape is not None
+
     def text(self, messages: list[dict], add_generation_prompt: bool, tools: list[dict] | None = None) -> str:
-        return self.tokenizer.apply_chat_template(
-            messages, tools=tools or None, tokenize=False, add_generation_prompt=add_generation_prompt
-        )
+        if self._call_shape is not None and self._call_shape != (False, False):
+            messages = [_call_turn(m, self._call_shape) if m.get("tool_calls") else m for m in messages]
+        if not tools:
+            return self._apply(messages, add_generation_prompt)
+        if self._tools_via == "system":
+            return self._apply(_tools_in_system(messages, tools, self.parser.example), add_generation_prompt)
+        return self._apply(messages, add_generation_prompt, **{self._tools_via: tools})
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
 
+    def decode(self, ids: list[int]) -> str:
+        """Ids as the text a template renders them as: special tokens (tool-call markers, stop tokens) kept."""
+        return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def strip_stop(self, text: str) -> str:
+        """A completion's text without its end-of-turn token."""
+        for stop in self.stop_texts:
+            if text.endswith(stop):
+                return text[: -len(stop)]
+        return text
+
+    # ---- ids ----------------------------------------------------------------------------------------------------
+
     def head_ids(self, messages: list[dict], tools: list[dict] | None) -> list[int]:
-        """The task messages (no assistant turn yet) and tool schemas, up to the generation prompt."""
+        """A conversation's prompt, rendered and tokenized whole, up to the generation prompt."""
         return self.encode(self.text(messages, add_generation_prompt=True, tools=tools))
 
+    def prompt(self, messages: list[dict], tools: list[dict] | None,
+               before: tuple[list[int], str] | None = None) -> tuple[list[int], str]:
+        """(ids, text) of the prompt for `messages`. `before` is the previous step's prompt + completion as (ids,
+        text): where the rendering extends that text, its ids are kept and only the rest is tokenized."""
+        text = self.text(messages, add_generation_prompt=True, tools=tools)
+        if before is not None and text.startswith(before[1]):
+            return before[0] + self.encode(text[len(before[1]):]), text
+        return self.encode(text), text
+
     def completion_ids(self, text: str) -> list[int]:
-        """Ids of an assistant turn known only as text (a chat endpoint, a scripted teacher, an edited turn)."""
+        """Ids of an assistant turn known only as text (a text-only engine, a test's scripted policy)."""
         return self.encode(text) + [self.eos_id]
 
-    def bridge_ids(self, messages: tuple[tuple[str, str], ...]) -> list[int]:
-        """What follows a completion's end-of-turn token up to the next generation prompt.
+    def render_completion(self, messages: list[dict], tools: list[dict] | None, message: dict) -> list[int]:
+        """Ids of a structured assistant turn (a scripted teacher's, a chat endpoint's) as this model writes it:
+        the template's rendering of the turn after the generation prompt, up to and including its end-of-turn
+        token; so calls come out in the model's own format."""
+        if message.get("tool_calls") and not self.renders_calls:
+            raise ValueError("this chat template renders no tool calls of an assistant turn, so a structured turn (a "
+                             "scripted teacher's) cannot be written in the model's format; set `chat_template`")
+        base = self.text(messages, add_generation_prompt=False, tools=tools)
+        gen = self.text(messages, add_generation_prompt=True, tools=tools)
+        full = self.text([*messages, message], add_generation_prompt=False, tools=tools)
+        # the turn starts where `full` leaves the prompt: after the generation prompt, or inside it where the prompt
+        # ends in text the turn replaces (Qwen3's non-thinking prompt ends in an empty think block); templates that
+        # close a tool block only once a turn follows (DeepSeek's) render that closing in the prompt as well
+        start, prompt_end = _common_prefix(gen, full), _common_prefix(base, gen)
+        if start < prompt_end and gen[prompt_end:] in full:  # an earlier turn re-rendered (Hermes 3's tool turn):
+            start = full.rindex(gen[prompt_end:]) + len(gen) - prompt_end  # the turn follows the generation prompt
+        if start < prompt_end:
+            raise ValueError("this chat template renders earlier text differently once an assistant turn follows "
+                             "(Mistral Nemo's moves the system message), so the turn cannot be cut out of it; set "
+                             "`chat_template` to an append-only one")
+        body = full[start:]
+        ends = [(body.find(s), s) for s in self.stop_texts if s in body]
+        if ends:
+            at, stop = min(ends)
+            return self.encode(body[: at + len(stop)])
+        return self.encode(body) + [self._closing_stop(messages, message, tools, full)]
 
-        `messages` are the (role, content) pairs between two assistant turns, usually tool results.
-        """
-        return self._bridge(messages)
+    def _closing_stop(self, messages, message, tools, full: str) -> int:
+        """The stop id ending a turn the template renders without one (GLM-4.5: the next turn's role token ends
+        it): the stop token the template writes right after the turn, else the eos."""
+        nxt = ({"role": "tool", "content": "x", "tool_call_id": message["tool_calls"][0].get("id", "call00000")}
+               if message.get("tool_calls") else {"role": "user", "content": "x"})
+        after = self.text([*messages, message, nxt], add_generation_prompt=False, tools=tools)[len(full):]
+        return next((i for i, s in zip(self.stop_ids, self.stop_texts) if after.startswith(s)), self.eos_id)
 
-    def _bridge_uncached(self, messages: tuple[tuple[str, str], ...]) -> list[int]:
-        before = self.text(_STUB, add_generation_prompt=False)
-        after = self.text(_STUB + [{"role": r, "content": c} for r, c in messages], add_generation_prompt=True)
-        cut = before.rfind(self.eos)
-        if cut < 0 or not after.startswith(before[: cut + len(self.eos)]):
-            raise ValueError("this chat template re-renders earlier turns; cannot build incremental prompts")
-        return self.encode(after[cut + len(self.eos) :])
+    @cached_property
+    def one_call_per_turn(self) -> bool:
+        """Does this template render at most one call per assistant turn (Llama 3.x raises on two)? The scripted
+        teachers then make their calls one turn at a time."""
+        two = {"role": "assistant", "content": "", "tool_calls": [
+            {"id": f"call0000{k}", "type": "function", "function": {"name": f"probe_tool_{k}zq", "arguments": {}}}
+            for k in range(2)]}
+        try:
+            shown = self.text([{"role": "user", "content": "hi"}, two], add_generation_prompt=False, tools=[_PROBE_TOOL])
+        except Exception:  # jinja2 raises many kinds, the template's raise_exception among them (Llama 3.x)
+            return True
+        return "probe_tool_1zq" not in shown  # gpt-oss renders a turn's first call only
+
+    # ---- provenance ---------------------------------------------------------------------------------------------
+
+    @cached_property
+    def provenance(self) -> dict:
+        """What made the ids: the tokenizer's name and a hash of its vocabulary, the template and its kwargs.
+        Samples carry it, and training refuses samples of another tokenizer."""
+        h = hashlib.sha256()
+        h.update(json.dumps(sorted(self.tokenizer.get_vocab().items()), ensure_ascii=False).encode())
+        h.update(self.template.encode())
+        h.update(json.dumps(self.kwargs, sort_keys=True).encode())
+        return {"name": self.name, "hash": h.hexdigest()[:16]}
+
+
+def _call_turn(message: dict, shape: tuple[bool, bool]) -> dict:
+    """An assistant call turn in a template's shape (`ChatFormat._call_dialect`)."""
+    as_text, none = shape
+    calls = [{**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"],
+                                                                         ensure_ascii=False)}}
+             if as_text and not isinstance(c["function"]["arguments"], str) else c for c in message["tool_calls"]]
+    return {**message, "tool_calls": calls, "content": None if none and not message["content"] else message["content"]}
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _tools_in_system(messages: list[dict], tools: list[dict], example: str) -> list[dict]:
+    """The tool schemas and the call format in the system message, for templates that take no `tools`."""
+    block = ("You can call these tools:\n<tools>\n" + "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
+             + f"\n</tools>\nTo call one, write: {example}")
+    if messages and messages[0]["role"] == "system":
+        return [{**messages[0], "content": f"{messages[0]['content']}\n\n{block}"}, *messages[1:]]
+    return [{"role": "system", "content": block}, *messages]

@@ -8,6 +8,7 @@ everything Algorithm 1 (`sculptor_rl.trajectory`) needs to build training sample
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field, fields
 from typing import Callable
@@ -16,11 +17,12 @@ from tqdm.auto import tqdm
 
 from ..engines.base import Completion, Engine, Request
 from ..envs.base import Env
-from ..toolcalls import PARSERS, ToolCall
 from ..trajectory import Step, Trajectory
 from .chat import ChatFormat
 
 __all__ = ["LoopConfig", "run_rollouts"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -30,7 +32,9 @@ class LoopConfig:
     max_tool_calls: int = 20  # a rollout making more calls stops (reward -1); per turn where the env goes on (on_cap)
     max_context_tokens: int = 131072  # prompt + completion tokens; beyond: stop (reward -1), or the env's on_cap
     max_new_tokens: int = 512  # per completion
-    parser: str = "hermes"
+    parser: str = "auto"  # the tool-call format (toolcalls.PARSERS); auto: the one the chat template renders
+    chat_template: str | None = None  # a template file or a named variant (agent.chat); None: the model's own
+    chat_template_kwargs: dict | None = None  # passed to the template, e.g. {"enable_thinking": false}
 
     @classmethod
     def of(cls, cfg) -> "LoopConfig":
@@ -46,54 +50,48 @@ class _Live:
     rollout_id: str
     task: dict
     env: Env
-    q_len: int  # messages rendered into the head: the env's first ones, or all of them when it went on (on_answer)
-    base: int = 0  # the first step whose completion follows the head (earlier ones are rendered inside it)
+    q_len: int  # messages of the task (the env's first ones, or all of them when it went on): context measures
     steps: list[Step] = field(default_factory=list)
-    asst_index: list[int] = field(default_factory=list)  # message index of each step's assistant turn
+    prompt_text: str = ""  # the template's rendering of the current prompt
+    seen: tuple[list[int], str] | None = None  # the last step's prompt + completion: ids and rendered text
+    calls: int = 0  # calls made in the rollout: their ids (`call00007`, the 9 characters Mistral's templates ask)
     tool_calls: int = 0  # calls since the turn began (the rollout's start, or the env going on)
-    stop: str | None = None  # "answer" | "max_tool_calls" | "max_context_tokens"
+    answer: str | None = None  # the final completion's content (reasoning and end-of-turn token removed)
+    stop: str | None = None  # "answer" | "max_tool_calls" | "max_context_tokens" | "template_error"
 
 
-def _prompt_ids(r: _Live, fmt: ChatFormat, head_cache: dict) -> list[int]:
-    """The prompt the engine sees now: rendered task messages, then each earlier turn as generated."""
-    shown, orig = r.env.render(), r.env.original()
-    q = shown[: r.q_len]
-    key = (tuple((m["role"], m["content"]) for m in q), repr(r.env.tools))
-    if key not in head_cache:
-        head_cache.clear()  # one entry per rollout at a time is enough; contexts can be large
-        head_cache[key] = fmt.head_ids(q, r.env.tools)
-    ids = list(head_cache[key])
-    bounds = r.asst_index + [len(shown)]
-    for t in range(r.base, len(r.steps)):
-        step, a = r.steps[t], r.asst_index[t]
-        if shown[a]["content"] == orig[a]["content"]:
-            ids += step.completion_ids
-            if not step.completion_ids or step.completion_ids[-1] not in fmt.stop_ids:
-                ids.append(fmt.eos_id)  # a completion cut by max_new_tokens: close its turn
-        else:  # an ACM tool rewrote this assistant turn (role "assistant"/"all")
-            ids += fmt.completion_ids(shown[a]["content"])
-        ids += fmt.bridge_ids(tuple((m["role"], m["content"]) for m in shown[a + 1 : bounds[t + 1]]))
-    return ids
+def _with_ids(message: dict, first: int) -> dict:
+    """A structured assistant turn whose calls carry ids: their own (a model that writes ids), else numbered
+    across the rollout from `first`."""
+    calls = [{"type": "function", **call, "id": call.get("id") or f"call{first + k:05d}"}
+             for k, call in enumerate(message.get("tool_calls") or [])]
+    message = {k: v for k, v in message.items() if k != "tool_calls"}  # no empty list: Llama 3.1 raises on it
+    return {**message, "tool_calls": calls} if calls else message
 
 
-def _run_calls(r: _Live, calls: list[ToolCall], cfg: LoopConfig) -> list[dict]:
-    """Execute one completion's calls in order; a malformed block is answered with an error message."""
+def _run_calls(r: _Live, calls: list[dict], errors: list[str], cfg: LoopConfig, example: str) -> list[dict]:
+    """Execute one completion's calls in order (the well-formed ones, with their ids, then its malformed blocks
+    answered with their error)."""
     records = []
-    for call in calls:
+    for call in [*calls, *errors]:
         known = {t["function"]["name"] for t in r.env.tools}  # an earlier call may have changed the tools
         if r.tool_calls == cfg.max_tool_calls:
             r.stop = "max_tool_calls"
             break
         r.tool_calls += 1
-        if call.error:
-            text = f'Error: {call.error}. Write a call as <tool_call>{{"name": ..., "arguments": {{...}}}}</tool_call>.'
+        if isinstance(call, str):  # a block that could not be parsed
+            text = f"Error: {call}. Write a call as {example}."
+            name = arguments = None
             ok = modified = False
+            reply = {"role": "tool", "content": text}
         else:
-            result = r.env.execute(call.name, call.arguments)
+            name, arguments = call["function"]["name"], call["function"]["arguments"]
+            result = r.env.execute(name, arguments)
             text, ok, modified = result.text, result.ok, result.modified
-        r.env.append({"role": "tool", "content": text})
-        records.append({"name": call.name, "arguments": call.arguments, "ok": ok, "modified": modified,
-                        "format_error": call.error is not None or call.name not in known, "result": text})
+            reply = {"role": "tool", "content": text, "tool_call_id": call["id"], "name": name}
+        r.env.append(reply)
+        records.append({"name": name, "arguments": arguments, "ok": ok, "modified": modified,
+                        "format_error": name is None or name not in known, "result": text})
     return records
 
 
@@ -102,7 +100,7 @@ def _went_on(r: _Live) -> None:
     closes a sample after the last step, and the call count starts again."""
     if r.steps:
         r.steps[-1].next_turn = True
-    r.base, r.q_len, r.tool_calls, r.stop = len(r.steps), len(r.env.render()), 0, None
+    r.q_len, r.tool_calls, r.stop = len(r.env.render()), 0, None
 
 
 def run_rollouts(
@@ -119,23 +117,23 @@ def run_rollouts(
     the chat template), so an env may rewrite or drop earlier messages there; Algorithm 1 closes a sample then.
     A cap (max_tool_calls, max_context_tokens) stops a rollout unless its env goes on (`on_cap`: the turn fails,
     the next one opens)."""
-    parser = PARSERS[cfg.parser]()
     pairs = [(task, g) for task in tasks for g in range(num_generations)]
     envs = [make_env(task, i) for i, (task, _) in enumerate(pairs)]
     live = [_Live(i, f"{task['id']}/{g}", task, env, q_len=len(env.render()))
             for i, ((task, g), env) in enumerate(zip(pairs, envs))]
     max_len = min(cfg.max_context_tokens, engine.max_model_len or cfg.max_context_tokens)
-    head_caches = [dict() for _ in live]
     bar = tqdm(total=len(live), desc="rollouts", unit="rollout", disable=not progress, dynamic_ncols=True)
     start, generated, steps = time.perf_counter(), 0, 0
     active = list(live)
     while active:
         requests, ready = [], []
         for r in active:
-            ids = _prompt_ids(r, fmt, head_caches[r.index])
-            while len(ids) >= max_len and r.env.on_cap("max_context_tokens"):
+            ids = _prompt(r, fmt)
+            while ids is not None and len(ids) >= max_len and r.env.on_cap("max_context_tokens"):
                 _went_on(r)
-                ids = _prompt_ids(r, fmt, head_caches[r.index])
+                ids = _prompt(r, fmt)
+            if ids is None:
+                continue
             room = max_len - len(ids)
             if room <= 0:
                 r.stop = "max_context_tokens"
@@ -145,22 +143,37 @@ def run_rollouts(
             ready.append(r)
         completions: list[Completion] = engine.generate(requests) if requests else []
         for r, req, out in zip(ready, requests, completions):
-            ids = out.token_ids if out.token_ids is not None else fmt.completion_ids(out.text)
+            if out.token_ids is not None:
+                ids = list(out.token_ids)
+            elif out.message is not None:  # rendered in the policy's own format
+                ids = fmt.render_completion(req.messages, req.tools, _with_ids(out.message, r.calls))
+            else:
+                ids = fmt.completion_ids(out.text)
+            text = fmt.decode(ids)
             generated, steps = generated + len(ids), steps + 1
-            parsed = parser.parse(out.text)
-            r.asst_index.append(len(r.env.render()))
-            r.env.append({"role": "assistant", "content": out.text})
-            step = Step(prompt_ids=req.prompt_ids, completion_ids=list(ids), logprobs=out.logprobs, text=out.text,
-                        finish_reason=out.finish_reason)
+            parsed = fmt.parser.parse(fmt.strip_stop(text), r.env.tools)
+            calls = [{"function": {"name": c.name, "arguments": c.arguments}, **({"id": c.id} if c.id else {})}
+                     for c in parsed.calls if c.error is None]
+            message = _with_ids({"role": "assistant", "content": parsed.content, "tool_calls": calls,
+                                 **({"reasoning_content": parsed.reasoning} if parsed.reasoning is not None else {})},
+                                r.calls)
+            r.calls += len(calls)
+            calls = message.get("tool_calls", [])
+            # a template that renders no calls (Phi-4-mini's) shows the turn as the model wrote it
+            r.env.append(message if fmt.renders_calls else {"role": "assistant", "content": fmt.strip_stop(text)})
+            step = Step(prompt_ids=req.prompt_ids, completion_ids=ids, logprobs=out.logprobs,
+                        text=fmt.strip_stop(text), finish_reason=out.finish_reason)
             r.steps.append(step)
+            r.seen = (req.prompt_ids + ids, r.prompt_text + text)
             if parsed.calls:
-                step.calls = _run_calls(r, parsed.calls, cfg)
+                step.calls = _run_calls(r, calls, [c.error for c in parsed.calls if c.error is not None], cfg,
+                                        fmt.parser.example)
                 if r.stop == "max_tool_calls" and r.env.on_cap(r.stop):
                     _went_on(r)
-            elif r.env.on_answer(out.text):
+            elif r.env.on_answer(parsed.content):
                 _went_on(r)
             else:
-                r.stop = "answer"
+                r.stop, r.answer = "answer", parsed.content
         active = [r for r in active if r.stop is None]
         done = bar.n
         bar.update(len(live) - len(active) - done)
@@ -171,8 +184,21 @@ def run_rollouts(
     return [_finish(r, fmt) for r in live]
 
 
+def _prompt(r: _Live, fmt: ChatFormat) -> list[int] | None:
+    """The prompt the engine sees now: the template's rendering of the env's messages, extending the last step's
+    ids where it extends its text (`ChatFormat.prompt`); None, and the rollout stopped, where the template refuses
+    the conversation (e.g. a tool message with no call before it, after a malformed block)."""
+    try:
+        ids, r.prompt_text = fmt.prompt(r.env.render(), r.env.tools, r.seen)
+    except Exception as e:  # jinja2 raises many kinds (TemplateError, the template's own raise_exception)
+        log.warning("rollout %s: the chat template refused the conversation (%s); stopping it", r.rollout_id, e)
+        r.stop = "template_error"
+        return None
+    return ids
+
+
 def _finish(r: _Live, fmt: ChatFormat) -> Trajectory:
-    answer = r.steps[-1].text if r.stop == "answer" else None
+    answer = r.answer if r.stop == "answer" else None
     shown, orig = r.env.render(), r.env.original()
     traj = Trajectory(
         task_id=r.task["id"], task=r.task.get("task", ""), steps=r.steps, messages=shown, answer=answer,
@@ -180,7 +206,7 @@ def _finish(r: _Live, fmt: ChatFormat) -> Trajectory:
         stop_reason=r.stop or "max_context_tokens",
         context_tokens_before=sum(len(fmt.encode(m["content"])) for m in orig[: r.q_len]),
         context_tokens_after=sum(len(fmt.encode(m["content"])) for m in shown[: r.q_len]),
-        rollout_id=r.rollout_id, info=r.env.info(),
+        rollout_id=r.rollout_id, info=r.env.info(), tokenizer=fmt.provenance,
     )
     traj.reward = r.env.reward(traj)
     return traj

@@ -30,6 +30,9 @@ class Request:
 class Completion:
     text: str
     token_ids: list[int] | None = None  # None when the engine returns text only: the loop tokenizes it
+    # a structured assistant turn (a scripted teacher's, a chat endpoint's tool_calls): the loop renders it with the
+    # policy's chat template, so its calls come out in the policy's own format (`text` is then unused)
+    message: dict | None = None
     logprobs: list[float] | None = None  # per generated token, under the sampling distribution's model
     finish_reason: str = "stop"  # "stop" | "length"
 

@@ -1,8 +1,9 @@
 """Any OpenAI-compatible chat endpoint (e.g. a large teacher served by vLLM) as a text-only engine.
 
-Tool results go back as user turns wrapped in <tool_response>, and calls the server parsed into structured
-`tool_calls` are turned back into Hermes text, so the conversation stays in the format the policy is trained
-on whatever tool parser the server runs.
+The conversation goes out in the chat API's shape (assistant `tool_calls` with JSON-text arguments, tool turns with
+their `tool_call_id`), and the reply comes back as a structured turn (`Completion.message`), which the loop renders
+with the policy's chat template: the calls are trained in the policy's own format, whatever format the teacher
+model writes or the server parses.
 """
 
 from __future__ import annotations
@@ -10,19 +11,25 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 
-from ..toolcalls import format_tool_call
+from ..toolcalls import assistant_message
 from .base import Completion, Request, SamplingConfig
 
 
 def to_chat_messages(messages: list[dict]) -> list[dict]:
+    """The loop's structured messages in the chat API's shape. The error answering a malformed call block has no
+    call to answer, so it goes as a user turn."""
     out: list[dict] = []
     for m in messages:
-        if m["role"] == "tool":
-            text = f"<tool_response>\n{m['content']}\n</tool_response>"
-            if out and out[-1]["role"] == "user" and out[-1]["content"].startswith("<tool_response>"):
-                out[-1]["content"] += "\n" + text  # several results of one completion share a turn
-            else:
-                out.append({"role": "user", "content": text})
+        if m["role"] == "tool" and m.get("tool_call_id"):
+            out.append({"role": "tool", "content": m["content"], "tool_call_id": m["tool_call_id"]})
+        elif m["role"] == "tool":
+            out.append({"role": "user", "content": m["content"]})
+        elif m.get("tool_calls"):
+            out.append({"role": "assistant", "content": m["content"] or None, "tool_calls": [
+                {"id": c["id"], "type": "function", "function": {
+                    "name": c["function"]["name"], "arguments": c["function"]["arguments"]
+                    if isinstance(c["function"]["arguments"], str) else json.dumps(c["function"]["arguments"])}}
+                for c in m["tool_calls"]]})
         else:
             out.append({"role": m["role"], "content": m["content"]})
     return out
@@ -47,14 +54,14 @@ class OpenAIEngine:
         )
         choice = resp.choices[0]
         msg = choice.message
-        parts = [msg.content or ""]
-        for call in msg.tool_calls or []:
+        calls = []
+        for call in msg.tool_calls or []:  # the endpoint's ids are dropped: the loop numbers calls its own way
             try:
                 args = json.loads(call.function.arguments)
             except json.JSONDecodeError:
-                args = call.function.arguments  # the workspace reports it as a bad call
-            parts.append(format_tool_call(call.function.name, args))
-        return Completion(text="\n".join(p for p in parts if p),
+                args = call.function.arguments  # the environment reports it as a bad call
+            calls.append((call.function.name, args))
+        return Completion(text=msg.content or "", message=assistant_message(calls, msg.content or ""),
                           finish_reason="length" if choice.finish_reason == "length" else "stop")
 
     def generate(self, requests: list[Request]) -> list[Completion]:

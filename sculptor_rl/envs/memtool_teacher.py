@@ -20,7 +20,7 @@ import re
 
 from ..memtool.catalogue import catalogue
 from ..memtool.sessions import request_index
-from ..toolcalls import HermesParser, format_tool_call
+from ..toolcalls import assistant_message, calls_of
 from .memtool import MANAGEMENT_TOOLS, PRUNE_STEP, REMOVE, SEARCH, SEARCH_STEP, SUMMARY_STEP
 
 __all__ = ["teach", "keyword"]
@@ -35,11 +35,11 @@ def keyword(name: str) -> str:
     return f"{tool.company.name} {tool.metric.phrase}"
 
 
-def _calls(calls: list[tuple[str, dict]]) -> str:
-    return "\n".join(format_tool_call(name, args) for name, args in calls)
+def _calls(calls: list[tuple[str, dict]]) -> dict:
+    return assistant_message(calls)
 
 
-def teach(task: dict, messages: list[dict], tools: list[dict] | None = None) -> str:
+def teach(task: dict, messages: list[dict], tools: list[dict] | None = None) -> dict | str:
     users = [i for i, m in enumerate(messages) if m["role"] == "user"]
     if messages[users[-1]]["content"].startswith(_SUMMARY):
         return _summary(messages)
@@ -62,7 +62,7 @@ def teach(task: dict, messages: list[dict], tools: list[dict] | None = None) -> 
     if step.startswith(_SEARCH):
         return ", ".join(keyword(n) for n in missing) or "none"
     since = messages[users[-1] + 1:]
-    made = [c.name for m in since if m["role"] == "assistant" for c in HermesParser().parse(m["content"]).calls]
+    made = [c.name for m in since if m["role"] == "assistant" for c in calls_of(m)]
     if not any(name not in MANAGEMENT_TOOLS for name in made):
         removal = [(REMOVE, {"tool_names": stale})] if stale and REMOVE in held else []
         if missing and SEARCH in held and SEARCH not in made:

@@ -10,18 +10,18 @@ teacher uses its requests' calls), and the score is the state those calls leave,
 
 from __future__ import annotations
 
-from ..toolcalls import format_tool_call
+from ..toolcalls import assistant_message
 from ..workbench.nestful import NAME as NESTFUL
 
 __all__ = ["teach"]
 
 
-def teach(task: dict, messages: list[dict], tools: list[dict] | None = None) -> str:
+def teach(task: dict, messages: list[dict], tools: list[dict] | None = None) -> dict | str:
     last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
     results = [m["content"] for m in messages[last_user:] if m["role"] == "tool"]
     gold = task["answer"]
     if len(results) < len(gold):
-        return format_tool_call(gold[len(results)]["name"], gold[len(results)]["arguments"])
+        return assistant_message([(gold[len(results)]["name"], gold[len(results)]["arguments"])])
     if task["task"] == NESTFUL and results:
         return f"The answer is {results[-1].split('=')[-1].strip()}."
     return "Done."

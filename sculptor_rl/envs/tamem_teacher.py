@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from ..tamem.conversations import COUNTRIES, EVENTS, FACTS, article
-from ..toolcalls import HermesParser, format_tool_call
+from ..toolcalls import assistant_message, calls_of
 
 __all__ = ["teach"]
 
@@ -71,20 +71,20 @@ def _read(pattern: re.Pattern, slot: str, how: str, results: str) -> str | None:
     return COUNTRIES.get(value, value) if how == "country" else value
 
 
-def teach(task: dict, messages: list[dict], tools: list[dict] | None = None) -> str:
+def teach(task: dict, messages: list[dict], tools: list[dict] | None = None) -> dict | str:
     meta = task["meta"]
     if "kind" not in meta:
         raise ValueError(f"task {task['id']!r}: the tamem teacher answers generated questions (meta.kind), not "
                          "imported ones")
     tool, args, pattern, slot, how = _plan(meta)
-    made = [c for m in messages if m["role"] == "assistant" for c in HermesParser().parse(m["content"]).calls]
+    made = [c for m in messages if m["role"] == "assistant" for c in calls_of(m)]
     results = "\n".join(m["content"] for m in messages if m["role"] == "tool")
     answer = _read(pattern, slot, how, results) if made else None
     if answer is not None:
         return answer
     if not made:
-        return format_tool_call(tool, args)
+        return assistant_message([(tool, args)])
     profile = "get_person_events" if "time" in pattern.groupindex else "get_person_facts"
     if len(made) == 1 and made[0].name != profile:
-        return format_tool_call(profile, {"name": meta["person"]})
+        return assistant_message([(profile, {"name": meta["person"]})])
     return "unknown"

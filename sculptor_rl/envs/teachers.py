@@ -1,12 +1,13 @@
 """Scripted teachers: stateless policies that solve each task family with its environment's tools (SFT data
 without a strong model endpoint), and `ScriptedTeacher`, the policy the agent loop runs them as.
 
-A teacher is `teacher(task, messages, tools=None) -> str`. `messages` is the conversation as the model sees it
-now (the rendered workspace: system, user, then the assistant and tool messages so far) and `tools` the tool
+A teacher is `teacher(task, messages, tools=None) -> dict | str`. `messages` is the conversation as the model sees
+it now (the rendered workspace: system, user, then the assistant and tool messages so far) and `tools` the tool
 schemas it holds (the ACM teachers need not read them; memtool's, `sculptor_rl.envs.memtool_teacher`, registered
-here too, reads its loaded tools there); the return value is the next
-assistant completion: Hermes tool calls (`format_tool_call`, several per completion, run in order) or the
-final answer. Its state is read back from the conversation (the calls it made, their results). It may use
+here too, reads its loaded tools there); the return value is the next assistant turn: a structured message making
+tool calls (`toolcalls.assistant_message`, several per turn, run in order), which the loop renders in the policy's
+own tool-call format with its chat template, or the final answer's text. Its state is read back from the
+conversation (the structured calls it made, their results). It may use
 `task["meta"]` for what the question asks about (keys, person, request) but never `task["answer"]`: the final
 answer is read from the rendered, folded context, which proves the folds kept what the question needs.
 
@@ -50,7 +51,7 @@ from ..engines.base import Completion, Request
 from ..memtool import sessions as memtool_sessions
 from ..tasks import babilong, mrcr, needlebench, pi_llm, render_answer
 from ..tasks.common import context_spans
-from ..toolcalls import HermesParser, ToolCall, format_tool_call
+from ..toolcalls import ToolCall, assistant_message, calls_of
 from ..workbench import nestful
 from ..workbench import tasks as workbench_tasks
 from .memtool_teacher import teach as memtool_teach
@@ -78,7 +79,7 @@ def _turns(messages: list[dict]) -> list[tuple[ToolCall, str]]:
     pairs, pending = [], []
     for m in messages:
         if m["role"] == "assistant":
-            pending = HermesParser().parse(m["content"]).calls
+            pending = calls_of(m)
         elif m["role"] == "tool" and pending:
             pairs.append((pending.pop(0), m["content"]))
     return pairs
@@ -88,8 +89,8 @@ def _user(messages: list[dict]) -> str:
     return next(m["content"] for m in messages if m["role"] == "user")
 
 
-def _calls(calls: list[tuple[str, dict]]) -> str:
-    return "\n".join(format_tool_call(name, args) for name, args in calls)
+def _calls(calls: list[tuple[str, dict]]) -> dict:
+    return assistant_message(calls)
 
 
 def _markers(text: str, a: int, b: int) -> tuple[str, str] | None:
@@ -136,7 +137,7 @@ def _windows(results: dict[str, str]) -> str:
     return "\n".join(found).replace("«", "").replace("»", "")
 
 
-def _policy(strategy: Strategy, task: dict, messages: list[dict]) -> str:
+def _policy(strategy: Strategy, task: dict, messages: list[dict]) -> dict | str:
     missing = [k for k in strategy.needs if k not in (task.get("meta") or {})]
     if missing:
         raise ValueError(f"task {task.get('id')!r}: the {task['task']} teacher needs meta.{missing[0]} (what the "
@@ -265,20 +266,34 @@ def teacher_for(task_name: str) -> Callable[..., str]:
 
 class ScriptedTeacher:
     """The teachers as the policy of a run over `tasks`: each request's next completion comes from its task
-    family's teacher. A request names its rollout (`Request.rollout_id`, "<task id>/<copy>"); the task is looked
-    up here, so no engine request carries a task."""
+    family's teacher, as a structured turn the loop renders in the policy's format. A request names its rollout
+    (`Request.rollout_id`, "<task id>/<copy>"); the task is looked up here, so no engine request carries a task.
+    `one_call_per_turn` (a template that renders one call per assistant turn, Llama 3.x's): a turn of several calls
+    is given one call at a time, the rest queued for the rollout's next requests."""
 
     max_model_len = None
 
-    def __init__(self, tasks: list[dict]):
+    def __init__(self, tasks: list[dict], one_call_per_turn: bool = False):
         self.tasks = {t["id"]: t for t in tasks}
+        self.one_call_per_turn = one_call_per_turn
+        self.queued: dict[str, list[dict]] = {}
         for task in self.tasks.values():
             teacher_for(task["task"])  # a family without a teacher fails before any rollout
 
     def generate(self, requests: list[Request]) -> list[Completion]:
         out = []
         for r in requests:
-            task = self.tasks[r.rollout_id.rsplit("/", 1)[0]]
-            out.append(Completion(text=teacher_for(task["task"])(task, r.messages, r.tools)))
+            turn = self.queued.get(r.rollout_id, [])
+            if turn:
+                message = turn.pop(0)
+            else:
+                task = self.tasks[r.rollout_id.rsplit("/", 1)[0]]
+                message = teacher_for(task["task"])(task, r.messages, r.tools)
+                message = message if isinstance(message, dict) else assistant_message(content=message)
+                calls = message.get("tool_calls") or []
+                if self.one_call_per_turn and len(calls) > 1:
+                    self.queued[r.rollout_id] = [{**message, "content": "", "tool_calls": [c]} for c in calls[1:]]
+                    message = {**message, "tool_calls": calls[:1]}
+            out.append(Completion(text=message["content"], message=message))
         return out
 

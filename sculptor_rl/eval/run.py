@@ -294,7 +294,7 @@ def evaluate(cfg: EvalConfig, engine=None) -> dict:
     formats = {}
     for model in cfg.models:  # tokenizers first: a bad model name fails before any work starts
         try:
-            formats[model] = ChatFormat.from_pretrained(resolve_model(model))
+            formats[model] = ChatFormat.of(resolve_model(model), cfg)
         except (OSError, ValueError) as e:
             where = "checkpoint directory" if Path(str(model)).exists() else "not a local directory; Hub id"
             raise ValueError(f"cannot load model {model!r} ({where}): {e}") from e

@@ -30,7 +30,6 @@ from starlette.requests import ClientDisconnect
 
 from ..agent.chat import ChatFormat
 from ..agent.loop import LoopConfig, run_rollouts
-from ..toolcalls import PARSERS
 from ..engines.base import Engine, SamplingConfig
 from ..engines.base import Request as EngineRequest
 from ..envs import conversation_env
@@ -80,7 +79,6 @@ class _ChatApp:
 
     def __init__(self, engine: Engine, fmt: ChatFormat, cfg: ServeConfig, model_name: str):
         self.fmt, self.cfg, self.model_name = fmt, cfg, model_name
-        self.parser = PARSERS[LoopConfig.parser]()
         self.make_env = conversation_env(cfg.environment, cfg.environment_params, fmt.tokenizer)
         limits = [n for n in (cfg.max_context_tokens, engine.max_model_len) if n]
         self.max_context = min(limits) if limits else LoopConfig.max_context_tokens
@@ -231,7 +229,7 @@ class _ChatApp:
         if traj.stop_reason == "answer":
             content, finish = traj.answer, last.finish_reason
         else:  # a cap stopped the loop: what the last completion said besides its calls
-            content, finish = self.parser.parse(last.text).content, "length"
+            content, finish = self.fmt.parser.parse(last.text).content, "length"
         return _Result(content, None, finish, sum(len(s.prompt_ids) for s in traj.steps), traj.generated_tokens,
                        _trace(traj) if job.request.sculptor.return_trace else None)
 
@@ -241,7 +239,9 @@ class _ChatApp:
         (out,) = job.caller.generate([EngineRequest(prompt_ids=job.prompt_ids, messages=job.messages,
                                                     max_new_tokens=min(job.max_new_tokens, room))])
         generated = len(out.token_ids if out.token_ids is not None else self.fmt.completion_ids(out.text))
-        parsed = self.parser.parse(out.text)
+        # the parser reads the model's own call markers, which the engine's text may have dropped as special tokens
+        text = out.text if out.token_ids is None else self.fmt.strip_stop(self.fmt.decode(out.token_ids))
+        parsed = self.fmt.parser.parse(text, job.tools)
         calls = parsed.calls if job.request.tool_choice != "none" else []
         if calls and all(c.error is None and isinstance(c.arguments, dict) for c in calls):
             return _Result(parsed.content or None, protocol.tool_calls(calls), "tool_calls", len(job.prompt_ids),

@@ -83,7 +83,7 @@ def serve(cfg: ServeConfig) -> None:
     path = resolve_model(cfg.model)
     log.info(check_context_length(path, cfg.max_model_len))  # vLLM would refuse a longer one after loading
     name = cfg.served_model_name or cfg.model or DEFAULT_MODEL
-    fmt = ChatFormat.from_pretrained(path)
+    fmt = ChatFormat.of(path, cfg)
     kwargs = {}
     if cfg.engine == "vllm":
         kwargs = {k: v for k, v in (("gpu_memory_utilization", cfg.gpu_memory_utilization),

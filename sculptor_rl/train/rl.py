@@ -608,7 +608,7 @@ def build_trainer(cfg: SculptorGRPOConfig, engine=None) -> SculptorGRPOTrainer:
     from transformers import AutoModelForCausalLM
 
     model_path = resolve_model(cfg.model)
-    fmt = ChatFormat.from_pretrained(model_path)
+    fmt = ChatFormat.of(model_path, cfg)
     tasks = load_tasks(cfg.tasks, limit=cfg.tasks_limit)
     init = dict(cfg.model_init_kwargs or {})
     init.setdefault("dtype", torch.float32)

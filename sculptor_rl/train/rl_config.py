@@ -242,8 +242,7 @@ def validate(cfg: SculptorGRPOConfig) -> list[str]:
     print(plan(cfg))
     env = ENVS.get(cfg.environment)
     tools = getattr(env, "tools", None)
-    errors, lines = preflight(cfg.model, cfg.max_model_len, cfg.report_to, cfg.bf16_asked, cfg.bf16, cfg.fp16,
-                              tools if isinstance(tools, list) else TOOL_SCHEMAS, cfg.parser)
+    errors, lines = preflight(cfg, cfg.bf16_asked, tools if isinstance(tools, list) else TOOL_SCHEMAS)
     for line in lines:
         print(f"check        {line}")
     for w in warnings:

@@ -25,8 +25,9 @@ from trl import SFTConfig, SFTTrainer
 from .. import logs
 from ..config import parse_command
 from ..logs import log_start
+from ..agent.chat import ChatFormat
 from ..models import resolve_model, train_bf16
-from ..samples import read_samples, trim
+from ..samples import check_tokenizer, read_samples, trim
 from .curves import CurvesCallback
 from .lora import LoraSettings, peft_config
 from .report_to import HELP as REPORT_TO_HELP
@@ -44,6 +45,11 @@ class SculptorSFTConfig(SFTConfig, LoraSettings, BatchSettings):
     samples: str = field(default="", metadata={"help": "samples .jsonl made by `sculptor-rl samples`"})
     max_length: int | None = field(default=None, metadata={"help": "longer samples are dropped; None: the "
                                                                      "model's context length"})
+    chat_template: str | None = field(default=None, metadata={"help": "the chat template the samples were made "
+                                                                      "with (a file or named variant), saved with "
+                                                                      "the checkpoint; default: the model's"})
+    chat_template_kwargs: dict | str | None = field(default=None, metadata={"help": "the template kwargs the "
+                                                                                    "samples were made with"})
     report_to: None | str | list[str] = field(default=None, metadata={"help": REPORT_TO_HELP})
 
     def __post_init__(self):
@@ -99,12 +105,18 @@ class MaskedSFTTrainer(SFTTrainer):
         return (loss, None) if return_outputs else loss
 
 
-def load_sample_dataset(path: str, max_length: int | None):
+def load_sample_dataset(path: str, max_length: int | None, tokenizer: dict | None = None):
     """Samples → a `datasets.Dataset` with `input_ids` and `assistant_masks`, each trimmed after its last trained
-    token (`samples.trim`); over-long ones are dropped (truncating would cut the trained completions)."""
+    token (`samples.trim`); over-long ones are dropped (truncating would cut the trained completions). With
+    `tokenizer` (a `ChatFormat.provenance`), samples made by another tokenizer are refused."""
     from datasets import Dataset
 
-    rows = [{"input_ids": s.input_ids, "assistant_masks": s.loss_mask} for s in map(trim, read_samples(path))]
+    rows = []
+    for k, s in enumerate(read_samples(path)):
+        if tokenizer is not None:
+            check_tokenizer(s.tokenizer, tokenizer, f"{path}: sample {k + 1}")
+        s = trim(s)
+        rows.append({"input_ids": s.input_ids, "assistant_masks": s.loss_mask})
     if not rows:
         raise ValueError(f"{path} holds no samples")
     kept = [r for r in rows if max_length is None or len(r["input_ids"]) <= max_length]
@@ -116,15 +128,17 @@ def load_sample_dataset(path: str, max_length: int | None):
 
 
 def build_trainer(cfg: SculptorSFTConfig) -> MaskedSFTTrainer:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     if not cfg.samples:
         raise ValueError("set `samples:` in the config (or --samples): the .jsonl written by `sculptor-rl samples`")
     model_path = resolve_model(cfg.model)
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    fmt = ChatFormat.of(model_path, cfg)
+    tokenizer = fmt.tokenizer
+    tokenizer.chat_template = fmt.template  # the checkpoint is served with the template its samples were made with
+    cfg.max_length = cfg.max_length or getattr(AutoConfig.from_pretrained(model_path), "max_position_embeddings", None)
+    dataset = load_sample_dataset(cfg.samples, cfg.max_length, fmt.provenance)  # before the model: refusals are cheap
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
-    cfg.max_length = cfg.max_length or getattr(model.config, "max_position_embeddings", None)
-    dataset = load_sample_dataset(cfg.samples, cfg.max_length)
     trainer = MaskedSFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tokenizer,
                                peft_config=peft_config(cfg), callbacks=[CurvesCallback()])
     check_process_group(trainer.accelerator)
