@@ -279,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp = data.add_parser("import", help="a published benchmark in its own release format → tasks (README: "
                           "Published benchmarks)")
     imp.add_argument("--format", required=True, choices=["pi_llm", "needlebench", "mrcr", "babilong", "longbench_v2",
-                                                          "frames", "workbench", "nestful"])
+                                                          "frames", "gsm_infinite", "workbench", "nestful"])
     imp.add_argument("--in", dest="inp", required=True, help=".jsonl, .json, .parquet, .csv, .tsv or a datasets "
                      "save_to_disk directory")
     imp.add_argument("--out", required=True, help="tasks .jsonl")

@@ -129,7 +129,7 @@ def test_model_labels():
 def test_config_from_yaml_with_overrides(tmp_path):
     cfg = EvalConfig.from_yaml("configs/eval/small.yaml", num=2, data=None)
     assert cfg.num == 2 and cfg.max_new_tokens == 256 and cfg.sampling.temperature == 0.0
-    assert set(cfg.sizes) == {"pi_llm", "needlebench", "mrcr", "babilong"} and cfg.context_budget == 600
+    assert set(cfg.sizes) == {"pi_llm", "needlebench", "mrcr", "babilong", "gsm_infinite"} and cfg.context_budget == 600
     bad = tmp_path / "bad.yaml"
     bad.write_text("modes: [acm]\nbudget: 5\n")
     with pytest.raises(ValueError, match=f"{bad}: unknown key 'budget' for EvalConfig"):

@@ -63,6 +63,13 @@ def rows() -> dict[str, dict]:
                                  "'https://en.wikipedia.org/wiki/Marie_Curie']",
                    "wikipedia_link_1": "https://en.wikipedia.org/wiki/Eiffel_Tower",
                    "reasoning_types": "Multiple constraints | Temporal reasoning"},
+        "gsm_infinite": {"problem": "The number of adult owl in Pine Ridge equals 3. The number of adult crow in Oak "
+                                    "Marsh equals 2 plus the number of adult owl in Pine Ridge. ",
+                         "question": "How many adult crow does Oak Marsh have?",
+                         "solution": "Define adult owl in Pine Ridge as B; so B = 3. Define adult crow in Oak Marsh as "
+                                     "C; so C = 2 + B = 2 + 3 = 5. Answer: 5.",
+                         "op": 2, "id": 7, "template": "crazy_zootopia", "mode": "normalforward", "length": "0",
+                         "d": 2},
     }
 
 
@@ -87,7 +94,7 @@ def write(path, fmt_rows: list[dict]):
 
 
 FILE_TYPES = {"pi_llm": ".parquet", "needlebench": ".jsonl", "mrcr": ".json", "babilong": ".jsonl",
-              "longbench_v2": ".csv", "frames": ".tsv"}
+              "longbench_v2": ".csv", "frames": ".tsv", "gsm_infinite": ".parquet"}
 
 
 def imported(tmp_path, fmt: str, **options) -> dict:
@@ -105,7 +112,8 @@ def context_text(record: dict) -> str:
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_cli_imports_every_format_to_loadable_records_scored_by_their_rule(tmp_path, fmt, capsys):
-    second = {**rows()[fmt], **({"_id": "another"} if fmt == "longbench_v2" else {})}
+    second = {**rows()[fmt], **({"_id": "another"} if fmt == "longbench_v2" else {"id": 8} if fmt == "gsm_infinite"
+                                else {})}
     source = write(tmp_path / f"{'qa1_4k' if fmt == 'babilong' else fmt}{FILE_TYPES[fmt]}", [rows()[fmt], second])
     out = tmp_path / "tasks.jsonl"
     main(["data", "import", "--format", fmt, "--in", str(source), "--out", str(out)])
@@ -406,7 +414,8 @@ def test_eval_reports_imported_records_of_every_format_per_benchmark_and_length_
              "longbench_v2": {"context": "§ 1 Der Fall … " * 200}}
     other = {"pi_llm": {"n_updates": 400}, "needlebench": {"length": "4k"}, "mrcr": {"n_needles": 4},
              "babilong": {"length": "8k"}, "longbench_v2": {"_id": "another", "difficulty": "easy"},
-             "frames": {"wiki_links": "['https://en.wikipedia.org/wiki/Paris']"}}
+             "frames": {"wiki_links": "['https://en.wikipedia.org/wiki/Paris']"},
+             "gsm_infinite": {"id": 8, "length": "8k"}}
     first = {fmt: {**row, **short.get(fmt, {})} for fmt, row in rows().items()}
     records = [r for fmt in FORMATS for r in import_benchmark(fmt, write(
         tmp_path / f"qa1_4k_{fmt}{FILE_TYPES[fmt]}", [first[fmt], {**first[fmt], **other[fmt]}]))]

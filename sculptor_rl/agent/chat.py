@@ -54,11 +54,15 @@ class ChatFormat:
         self.kwargs = dict(template_kwargs or {})
         self.eos_id = tokenizer.eos_token_id
         self.eos = tokenizer.convert_ids_to_tokens(self.eos_id)
-        # ids that end an assistant turn (some models list several, e.g. <|im_end|> and <|endoftext|>)
-        self.stop_ids = [self.eos_id, *(i for i in extra_stop_ids if i != self.eos_id)]
-        self.stop_texts = tokenizer.convert_ids_to_tokens(self.stop_ids)
         self.parser = make_parser(parser_for_template(self.template) if parser == "auto" else parser)
         self._tools_via = self._tool_delivery()
+        # ids that end an assistant turn (some models list several, e.g. <|im_end|> and <|endoftext|>), and the token
+        # the template itself closes a turn with, which a checkpoint's eos may not be (a GGUF converted by some
+        # transformers versions says <|endoftext|> where ChatML turns end in <|im_end|>)
+        turn_end = self._turn_end()
+        self.stop_ids = list(dict.fromkeys([self.eos_id, *extra_stop_ids, *([turn_end] if turn_end is not None else [])]))
+        self.stop_texts = tokenizer.convert_ids_to_tokens(self.stop_ids)
+        self.end_id = self.eos_id if turn_end is None else turn_end  # closes a turn known only as text
         self._call_shape = self._call_dialect()
 
     @classmethod
@@ -130,6 +134,20 @@ class ChatFormat:
         own text as the turn's content (its calls included), and the scripted teachers cannot be rendered."""
         return self._call_shape is not None
 
+    def _turn_end(self) -> int | None:
+        """The special token right after an assistant turn's text in this template's rendering, if any."""
+        tools = {self._tools_via: [_PROBE_TOOL]} if self._tools_via != "system" else {}
+        try:
+            shown = self._apply([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "zq_probe"}],
+                                False, **tools)
+        except Exception:  # jinja2 raises many kinds, a template's raise_exception among them
+            return None
+        after = shown.partition("zq_probe")[2]
+        specials = sorted((t.content for t in self.tokenizer.added_tokens_decoder.values() if t.special), key=len,
+                          reverse=True)
+        end = next((s for s in specials if after.startswith(s)), None)
+        return None if end is None else self.tokenizer.convert_tokens_to_ids(end)
+
     def text(self, messages: list[dict], add_generation_prompt: bool, tools: list[dict] | None = None) -> str:
         if self._call_shape is not None and self._call_shape != (False, False):
             messages = [_call_turn(m, self._call_shape) if m.get("tool_calls") else m for m in messages]
@@ -170,7 +188,7 @@ class ChatFormat:
 
     def completion_ids(self, text: str) -> list[int]:
         """Ids of an assistant turn known only as text (a text-only engine, a test's scripted policy)."""
-        return self.encode(text) + [self.eos_id]
+        return self.encode(text) + [self.end_id]
 
     def render_completion(self, messages: list[dict], tools: list[dict] | None, message: dict) -> list[int]:
         """Ids of a structured assistant turn (a scripted teacher's, a chat endpoint's) as this model writes it:
@@ -205,7 +223,7 @@ class ChatFormat:
         nxt = ({"role": "tool", "content": "x", "tool_call_id": message["tool_calls"][0].get("id", "call00000")}
                if message.get("tool_calls") else {"role": "user", "content": "x"})
         after = self.text([*messages, message, nxt], add_generation_prompt=False, tools=tools)[len(full):]
-        return next((i for i, s in zip(self.stop_ids, self.stop_texts) if after.startswith(s)), self.eos_id)
+        return next((i for i, s in zip(self.stop_ids, self.stop_texts) if after.startswith(s)), self.end_id)
 
     @cached_property
     def one_call_per_turn(self) -> bool:

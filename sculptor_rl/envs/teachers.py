@@ -50,6 +50,7 @@ from collections.abc import Callable
 from ..engines.base import Completion, Request
 from ..memtool import sessions as memtool_sessions
 from ..tasks import babilong, mrcr, needlebench, pi_llm, render_answer
+from ..tasks import gsm_infinite
 from ..tasks.common import context_spans
 from ..toolcalls import ToolCall, assistant_message, calls_of
 from ..workbench import nestful
@@ -240,12 +241,50 @@ def _babi_answer(task: dict, visible: str) -> str:
     return _render(task, babilong.last_place(visible, task["meta"]["person"]) or "unknown")
 
 
+# ---- gsm_infinite ----
+# Searches "<quantity> equals" (only its definition has "equals" after it; a use of it never does) for the asked
+# quantity, then for each quantity the definitions found use (one search per quantity, a level of the graph per
+# completion), until every needed one is found. Keeps their statements and folds the longest stretches between them
+# that GSM_CALLS allows (each fold costs a fragment and a fold call); answers by evaluating the asked quantity from
+# the statements left visible.
+
+GSM_CALLS = 19  # tool calls per task: under the loop's max_tool_calls (20)
+
+
+def _gsm_found(searched: dict[str, str]) -> dict[str, gsm_infinite.Expr]:
+    return gsm_infinite.parse_statements(_windows(searched))
+
+
+def _gsm_searches(task: dict, searched: dict[str, str]) -> list[str]:
+    found = _gsm_found(searched)
+    queries = [f"{q} equals" for q in gsm_infinite.needed(found, task["meta"]["quantity"]) if q not in found]
+    return [q for q in queries if q not in searched]  # a search that found nothing is not repeated
+
+
+def _gsm_keep(task: dict, user: str, searched: dict[str, str]) -> list[Span]:
+    found, (lo, hi) = _gsm_found(searched), _context(task)
+    needs = set(gsm_infinite.needed(found, task["meta"]["quantity"]))
+    spans = [m.span() for m in gsm_infinite.STATEMENT.finditer(user, lo, hi) if m["q"] in needs]
+    edges = [lo, *(p for span in spans for p in span), hi]
+    gaps = list(zip(edges[::2], edges[1::2]))
+    folds = max(0, (GSM_CALLS - len(searched)) // 2)
+    folded = sorted(sorted(gaps, key=lambda gap: gap[0] - gap[1])[:folds])  # the longest ones
+    # what lies between the folded stretches is kept, short stretches of noise with the needed statements
+    return [(a, b) for a, b in zip([lo, *(b for _, b in folded)], [a for a, _ in folded] + [hi]) if a < b]
+
+
+def _gsm_answer(task: dict, visible: str) -> str:
+    value = gsm_infinite.evaluate(gsm_infinite.parse_statements(visible), task["meta"]["quantity"])
+    return _render(task, "unknown" if value is None else value)
+
+
 STRATEGIES = {
     pi_llm.NAME: Strategy(lambda task, searched: [], _pi_keep, _pi_answer, ("asked_keys",)),
     needlebench.NAME: Strategy(_nb_searches, _nb_keep, _nb_answer, ("person",)),
     mrcr.NAME: Strategy(_once(lambda t: [t["meta"]["request"]]), _mrcr_keep, _mrcr_answer, ("request", "occurrence"),
                         min_gap=1),
     babilong.NAME: Strategy(_once(lambda t: [t["meta"]["person"]]), _babi_keep, _babi_answer, ("person",)),
+    gsm_infinite.NAME: Strategy(_gsm_searches, _gsm_keep, _gsm_answer, ("quantity",)),
 }
 TEACHERS: dict[str, Callable[..., str]] = {
     **{name: (lambda task, messages, tools=None, s=strategy: _policy(s, task, messages))

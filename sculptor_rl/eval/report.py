@@ -25,7 +25,7 @@ __all__ = ["write_report", "markdown", "accuracy_table", "bucket_table", "memtoo
            "comparison_table"]
 
 TITLES = {"pi_llm": "PI-LLM", "needlebench": "NeedleBench", "mrcr": "MRCR", "babilong": "BABILong",
-          "longbench_v2": "LongBench v2", "frames": "FRAMES", "memtool": "MemTool"}
+          "longbench_v2": "LongBench v2", "frames": "FRAMES", "gsm_infinite": "GSM-Infinite", "memtool": "MemTool"}
 TOOLS = [s["function"]["name"] for s in TOOL_SCHEMAS]
 
 

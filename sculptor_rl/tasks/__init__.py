@@ -1,9 +1,9 @@
 """Long-context tasks: generators, scorers and dataset IO.
 
-Four families, generated offline and deterministic by seed: `pi_llm` (proactive interference),
-`needlebench` (multi-needle reasoning), `mrcr` (multi-round co-reference) and `babilong` (bAbI facts in
-filler). Each family module has `generate(num, seed, **params) -> list[dict]`, `score(record, response)
--> float` in [0, 1] and `render_answer(answer) -> str` (the ideal response).
+Five families, generated offline and deterministic by seed: `pi_llm` (proactive interference),
+`needlebench` (multi-needle reasoning), `mrcr` (multi-round co-reference), `babilong` (bAbI facts in
+filler) and `gsm_infinite` (a graph of quantities among noise statements). Each family module has
+`generate(num, seed, **params) -> list[dict]`, `score(record, response) -> float` in [0, 1] and `render_answer(answer) -> str` (the ideal response).
 
 A record (one JSON object per line in files):
 
@@ -29,9 +29,10 @@ from ..tamem import conversations as tamem_conversations
 from ..toolmem import family as toolmem_family
 from ..workbench import nestful
 from ..workbench import tasks as workbench_tasks
-from . import babilong, mrcr, needlebench, pi_llm
+from . import babilong, gsm_infinite, mrcr, needlebench, pi_llm
 
-FAMILIES = {module.NAME: module for module in (pi_llm, needlebench, mrcr, babilong)}  # long-context: the ACM env's
+# long-context: the ACM env's
+FAMILIES = {module.NAME: module for module in (pi_llm, needlebench, mrcr, babilong, gsm_infinite)}
 # ... and the other environments' families (memtool sessions, toolmem predictions; scored by their env): all that
 # generate/load accept
 ALL_FAMILIES = {**FAMILIES, memtool_sessions.NAME: memtool_sessions, toolmem_family.NAME: toolmem_family,

@@ -11,10 +11,10 @@ import re
 import string
 from difflib import SequenceMatcher
 
-from . import pi_llm
+from . import gsm_infinite, pi_llm
 from .common import LABEL, answer_text, drop_reasoning
 
-BENCHMARKS = ("pi_llm", "needlebench", "mrcr", "babilong", "longbench_v2", "frames")
+BENCHMARKS = ("pi_llm", "needlebench", "mrcr", "babilong", "longbench_v2", "frames", "gsm_infinite")
 
 
 def benchmark(record: dict) -> str | None:
@@ -39,6 +39,7 @@ def render_answer(record: dict) -> str:
         "babilong": lambda: f"{answer}.",
         "longbench_v2": lambda: f"The correct answer is ({answer})",
         "frames": lambda: f"Answer: {answer}",
+        "gsm_infinite": lambda: f"Answer: {answer}.",
     }[benchmark(record)]()
 
 
@@ -221,4 +222,4 @@ def frames_judge(record: dict, response: str, base_url: str, model: str, api_key
 
 
 SCORERS = {"pi_llm": score_pi_llm, "needlebench": score_needlebench, "mrcr": score_mrcr, "babilong": score_babilong,
-           "longbench_v2": score_longbench_v2, "frames": score_frames}
+           "longbench_v2": score_longbench_v2, "frames": score_frames, "gsm_infinite": gsm_infinite.score_official}

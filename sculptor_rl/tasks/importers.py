@@ -25,6 +25,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from . import gsm_infinite
 from .benchmark_scoring import BENCHMARKS
 from .common import approx_tokens
 
@@ -373,5 +374,6 @@ FORMATS: dict[str, tuple[Callable[[dict, str, dict], dict], tuple[str, ...], tup
     "babilong": (_babilong, ("input", "question", "target"), ("task", "length", "prompts")),
     "longbench_v2": (_longbench_v2, _LONGBENCH_COLUMNS, ()),
     "frames": (_frames, ("Prompt", "Answer"), ("articles",)),
+    "gsm_infinite": (gsm_infinite.convert_row, gsm_infinite.COLUMNS, ()),
 }
 assert tuple(FORMATS) == BENCHMARKS

@@ -16,6 +16,7 @@ import random
 import re
 import string
 
+from . import gsm_infinite
 from .common import context_spans, ordinal, size_label
 from .importers import FORMATS
 
@@ -79,7 +80,8 @@ def _babilong(record: dict) -> dict:
             "task": "qa1", "length": size_label(meta["context_tokens"])}
 
 
-ROWS = {"pi_llm": _pi_llm, "needlebench": _needlebench, "mrcr": _mrcr, "babilong": _babilong}
+ROWS = {"pi_llm": _pi_llm, "needlebench": _needlebench, "mrcr": _mrcr, "babilong": _babilong,
+        "gsm_infinite": lambda record: gsm_infinite.official_row(record, _context(record))}
 
 
 def official_row(record: dict) -> dict:
