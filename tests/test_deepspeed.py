@@ -63,7 +63,8 @@ def sft_job(fmt, folder: Path) -> tuple[tuple[str, list[str]], list]:
     for k in range(8):
         head = fmt.head_ids([{"role": "user", "content": f"Say hi {k} times."}], None)
         completion = fmt.completion_ids("hi " * k + "done")
-        samples.append(Sample(f"r{k}/0", head + completion, [0] * len(head) + [1] * len(completion), [0], None, 1.0))
+        samples.append(Sample(f"r{k}/0", head + completion, [0] * len(head) + [1] * len(completion), [0], None, 1.0,
+                              fmt.provenance))  # training refuses samples of another tokenizer
     write_samples(samples, folder / "samples.jsonl")
     return ("sft", ["--samples", str(folder / "samples.jsonl"), "--output_dir", str(folder / "sft"),
                     "--gradient_accumulation_steps", "2", "--save_strategy", "no", "--seed", "5", *COMMON]), samples
@@ -80,7 +81,8 @@ def grads_job(fmt, folder: Path) -> tuple[str, list[str]]:
         head = fmt.head_ids([{"role": "system", "content": system},
                              {"role": "user", "content": f"Question {k}: what does line {k} say?"}], None)
         completion = fmt.completion_ids(f"Line {k} says:" + " read the file" * (k + 1))
-        samples.append(Sample(f"r{k}/0", head + completion, [0] * len(head) + [1] * len(completion), [0], None, 1.0))
+        samples.append(Sample(f"r{k}/0", head + completion, [0] * len(head) + [1] * len(completion), [0], None, 1.0,
+                              fmt.provenance))  # training refuses samples of another tokenizer
     assert len(os.path.commonprefix([s.input_ids for s in samples])) >= 200
     write_samples(samples, folder / "prefix_samples.jsonl")
     return ("grads", ["--samples", str(folder / "prefix_samples.jsonl"), "--output_dir", str(folder / "grads"),
@@ -133,6 +135,23 @@ def test_two_ranks_complete_sft_steps(zero, request):
     from transformers import AutoModelForCausalLM
 
     assert digest(AutoModelForCausalLM.from_pretrained(out / "final")) == ranks[0]["after"]
+
+
+@pytest.mark.slow
+def test_lora_under_zero3_saves_the_merged_full_model(fmt, model_path, tmp_path):
+    """LoRA SFT under ZeRO-3 (2 ranks, parameters sharded): the final checkpoint is the whole model with the trained
+    adapters merged in, a plain HF checkpoint of the base's names and shapes."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    (job, argv), _ = sft_job(fmt, tmp_path)
+    launch("zero3", [(job, [*argv, "--use_peft", "true", "--lora_r", "4", "--lora_alpha", "8"])], 29536)
+    base = AutoModelForCausalLM.from_pretrained(model_path)
+    final = AutoModelForCausalLM.from_pretrained(tmp_path / "sft" / "final")
+    got, want = dict(final.named_parameters()), dict(base.named_parameters())
+    assert list(got) == list(want) and all(got[n].shape == p.shape for n, p in want.items())
+    moved = [n for n, p in want.items() if not torch.equal(got[n], p)]
+    assert moved and all("proj" in n for n in moved)  # the adapted linear layers, merged; nothing else
 
 
 @pytest.mark.slow

@@ -203,9 +203,24 @@ def _last_checkpoint(output_dir: str) -> str | None:
 
 
 def save_final(trainer, tokenizer, out: Path) -> Path:
-    """Save a plain HF checkpoint with the tokenizer and chat template; LoRA adapters are merged first."""
-    if hasattr(trainer.model, "merge_and_unload"):
-        merged = trainer.accelerator.unwrap_model(trainer.model).merge_and_unload()
+    """Save a plain HF checkpoint with the tokenizer and chat template; LoRA adapters are merged first. Under
+    ZeRO-3 each rank holds a shard of every weight (PEFT's merge would add the adapters to empty shards: "size of
+    tensor a (0)"), so the weights are gathered and merged (`weight_sync.named_weights`, every rank takes part)
+    and the main process saves them."""
+    from trl.distributed import DistributedBackend
+
+    from .weight_sync import named_weights
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    dist = DistributedBackend(trainer.accelerator)
+    if hasattr(model, "merge_and_unload") and dist.is_zero3:
+        main = trainer.accelerator.is_main_process
+        state = {name: p.to("cpu", copy=True) for name, p in named_weights(model, dist) if main}
+        if main:
+            model.get_base_model().save_pretrained(out, state_dict=state)
+            tokenizer.save_pretrained(out)
+    elif hasattr(model, "merge_and_unload"):
+        merged = model.merge_and_unload()
         if trainer.accelerator.is_main_process:
             merged.save_pretrained(out)
             tokenizer.save_pretrained(out)
