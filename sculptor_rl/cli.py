@@ -52,23 +52,41 @@ def cmd_data_generate(args) -> None:
     print(f"wrote {len(records)} {args.task} tasks to {args.out}")
 
 
-def cmd_data_import(args) -> None:
-    from .tasks import write_jsonl
+def _imported(args) -> list[dict]:
+    """The records of `--format`/`--in`/`--param` (data import, data check)."""
     from .tasks.importers import import_benchmark
 
-    if args.format in ("workbench", "nestful"):  # MemToolAgent's benchmarks: whole files, not rows
-        from .workbench.importers import import_nestful, import_workbench
+    options = dict(args.param)
+    own = {"workbench": ["database"], "nestful": ["spec"], "locomo": []}  # importers outside tasks.importers
+    if args.format not in own:
+        return import_benchmark(args.format, args.inp, **options)
+    if set(options) - set(own[args.format]):
+        raise ValueError(f"unknown {args.format} option {sorted(set(options) - set(own[args.format]))[0]!r} "
+                         f"(known: {', '.join(own[args.format]) or 'none'})")
+    if args.format == "locomo":
+        from .tamem.locomo import records
 
-        options = dict(args.param)
-        known = ["database"] if args.format == "workbench" else []
-        if set(options) - set(known):
-            raise ValueError(f"unknown {args.format} option {sorted(set(options) - set(known))[0]!r} "
-                             f"(known: {', '.join(known) or 'none'})")
-        records = import_workbench(args.inp, **options) if args.format == "workbench" else import_nestful(args.inp)
-    else:
-        records = import_benchmark(args.format, args.inp, **dict(args.param))
+        return records(args.inp)
+    from .workbench.importers import import_nestful, import_workbench
+
+    return (import_workbench if args.format == "workbench" else import_nestful)(args.inp, **options)
+
+
+def cmd_data_import(args) -> None:
+    from .tasks import write_jsonl
+
+    records = _imported(args)
     write_jsonl(records, args.out)
     print(f"wrote {len(records)} {args.format} tasks to {args.out}")
+
+
+def cmd_data_check(args) -> None:
+    from .tasks.check import check, report
+
+    result = check(_imported(args))
+    print(report(result, f"{args.format} {args.inp}"))
+    if result["gold_below_1"] or result["unique_ids"] < result["records"]:
+        sys.exit(1)
 
 
 def cmd_memory_build(args) -> None:
@@ -276,16 +294,23 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--param", type=_param, action="append", default=[], metavar="K=V",
                      help="a generator parameter, e.g. keys=4 updates=16 (repeatable)")
     gen.set_defaults(fn=cmd_data_generate)
-    imp = data.add_parser("import", help="a published benchmark in its own release format → tasks (README: "
-                          "Published benchmarks)")
-    imp.add_argument("--format", required=True, choices=["pi_llm", "needlebench", "mrcr", "babilong", "longbench_v2",
-                                                          "frames", "gsm_infinite", "workbench", "nestful"])
-    imp.add_argument("--in", dest="inp", required=True, help=".jsonl, .json, .parquet, .csv, .tsv or a datasets "
-                     "save_to_disk directory")
+    source = argparse.ArgumentParser(add_help=False)
+    source.add_argument("--format", required=True, choices=["pi_llm", "needlebench", "mrcr", "babilong",
+                                                            "longbench_v2", "frames", "gsm_infinite", "workbench",
+                                                            "nestful", "locomo"])
+    source.add_argument("--in", dest="inp", required=True, help=".jsonl, .json, .parquet, .csv, .tsv, a datasets "
+                        "save_to_disk directory, or the release's own folder (workbench, nestful)")
+    source.add_argument("--param", type=_param, action="append", default=[], metavar="K=V",
+                        help="frames: articles=FILE (the Wikipedia texts); babilong: task=qa1 length=4k "
+                        "prompts=FILE; workbench: database=DIR; nestful: spec=FILE (repeatable)")
+    imp = data.add_parser("import", parents=[source], help="a published benchmark in its own release format → "
+                          "tasks (README: Published benchmarks)")
     imp.add_argument("--out", required=True, help="tasks .jsonl")
-    imp.add_argument("--param", type=_param, action="append", default=[], metavar="K=V",
-                     help="frames: articles=FILE (the Wikipedia texts); babilong: task=qa1 length=4k (repeatable)")
     imp.set_defaults(fn=cmd_data_import)
+    chk = data.add_parser("check", parents=[source], help="import, then score each record's gold answer, an empty "
+                          "and a wrong one: a table per group and every disagreement (exit 1 when a gold scores "
+                          "below 1 or ids repeat)")
+    chk.set_defaults(fn=cmd_data_check)
 
     template = argparse.ArgumentParser(add_help=False)
     template.add_argument("--chat-template", default=None, metavar="FILE|VARIANT",

@@ -157,13 +157,13 @@ def test_datasets_directories_and_unknown_formats(tmp_path, tasks):
 # ---- trajectories and samples -----------------------------------------------------------------------------------
 
 
-def _trajectory() -> Trajectory:
+def _trajectory(tokenizer: dict | None = None) -> Trajectory:
     call = {"name": "search_context", "arguments": {"query": "x"}, "ok": True, "modified": False,
             "format_error": False, "result": "1 hit"}
     steps = [Step([1, 2, 3], [4, 5], [-0.1, -0.2], "<tool_call>", calls=[call]),
              Step([1, 2, 3, 4, 5, 6, 7], [8], None, "answer")]
     return Trajectory("t0", "pi_llm", steps, [{"role": "user", "content": "q"}], "answer", 1.0, "answer", 10, 10,
-                      reward=1.0, rollout_id="t0/0")
+                      reward=1.0, rollout_id="t0/0", tokenizer=tokenizer or {})
 
 
 BAD_TRAJECTORY_STEPS = {
@@ -191,9 +191,9 @@ def test_a_wrong_trajectory_record_names_line_and_field(tmp_path, case):
     assert str(e.value).startswith(f"{path} line 2: not a trajectory record") and message in str(e.value)
 
 
-def test_samples_command_refuses_a_bad_trajectory_file_and_writes_nothing(tmp_path, capsys, model_path):
+def test_samples_command_refuses_a_bad_trajectory_file_and_writes_nothing(tmp_path, capsys, model_path, fmt):
     path = tmp_path / "teacher.jsonl"
-    write_trajectories([_trajectory()], path)
+    write_trajectories([_trajectory(fmt.provenance)], path)
     path.write_text(path.read_text() + '{"task_id": "t1", "steps": [')  # a run killed mid-line
     out = tmp_path / "samples.jsonl"
     line = cli_error(capsys, "samples", "--in", str(path), "--out", str(out), "--model", model_path)

@@ -64,7 +64,7 @@ def sft_job(fmt, folder: Path) -> tuple[tuple[str, list[str]], list]:
         head = fmt.head_ids([{"role": "user", "content": f"Say hi {k} times."}], None)
         completion = fmt.completion_ids("hi " * k + "done")
         samples.append(Sample(f"r{k}/0", head + completion, [0] * len(head) + [1] * len(completion), [0], None, 1.0,
-                              fmt.provenance))  # training refuses samples of another tokenizer
+                              fmt.provenance))
     write_samples(samples, folder / "samples.jsonl")
     return ("sft", ["--samples", str(folder / "samples.jsonl"), "--output_dir", str(folder / "sft"),
                     "--gradient_accumulation_steps", "2", "--save_strategy", "no", "--seed", "5", *COMMON]), samples
@@ -82,7 +82,7 @@ def grads_job(fmt, folder: Path) -> tuple[str, list[str]]:
                              {"role": "user", "content": f"Question {k}: what does line {k} say?"}], None)
         completion = fmt.completion_ids(f"Line {k} says:" + " read the file" * (k + 1))
         samples.append(Sample(f"r{k}/0", head + completion, [0] * len(head) + [1] * len(completion), [0], None, 1.0,
-                              fmt.provenance))  # training refuses samples of another tokenizer
+                              fmt.provenance))
     assert len(os.path.commonprefix([s.input_ids for s in samples])) >= 200
     write_samples(samples, folder / "prefix_samples.jsonl")
     return ("grads", ["--samples", str(folder / "prefix_samples.jsonl"), "--output_dir", str(folder / "grads"),

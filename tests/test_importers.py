@@ -209,8 +209,8 @@ def test_babilong_prompts_come_from_a_prompts_file_in_its_template(tmp_path):
     prompts.write_text(json.dumps({"qa1": parts}, ensure_ascii=False), encoding="utf-8")
     r = imported(tmp_path, "babilong", prompts=str(prompts))
     row = rows()["babilong"]
-    assert r["messages"][0]["content"] == (f"Find Mary.\n{parts['examples']}\n{parts['post_prompt']}\n<context>\n"
-                                           f"{row['input']}\n</context>\nQuestion: Where is Mary?")
+    assert r["messages"][0]["content"] == (f"Find Mary.\n\n{parts['examples']}\n\n{parts['post_prompt']}\n\n"
+                                           f"<context>\n{row['input']}\n</context>\n\nQuestion: Where is Mary?")
     assert context_text(r) == row["input"] and tasks.score(r, "Mary is in the garden.") == 1.0
     prompts.write_text(json.dumps({"qa2": parts}))
     with pytest.raises(ValueError, match="no prompt for qa1"):

@@ -211,7 +211,7 @@ def test_sft_killed_mid_run_resumes_from_its_checkpoint(tmp_path, fmt, model_pat
 
     head = fmt.head_ids([{"role": "user", "content": "Say hi."}], None)
     samples = [Sample(f"r/{k}", head + fmt.completion_ids(text), [0] * len(head) + [1] * len(fmt.completion_ids(text)),
-                      [0], None, 1.0) for k, text in enumerate(["hi", "hello", "hey there", "good day"])]
+                      [0], None, 1.0, fmt.provenance) for k, text in enumerate(["hi", "hello", "hey there", "good day"])]
     write_samples(samples, tmp_path / "samples.jsonl")
 
     def sft(out):

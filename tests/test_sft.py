@@ -36,7 +36,8 @@ def test_sft_runs_saves_a_servable_checkpoint_and_resumes(tmp_path, fmt, model_p
 
     head = fmt.head_ids([{"role": "user", "content": "Say hi."}], None)
     completion = fmt.completion_ids("hi")
-    samples = [Sample("r/0", head + completion, [0] * len(head) + [1] * len(completion), [0], None, 1.0)] * 4
+    samples = [Sample("r/0", head + completion, [0] * len(head) + [1] * len(completion), [0], None, 1.0,
+                      fmt.provenance)] * 4
     write_samples(samples, tmp_path / "samples.jsonl")
     args = ["sft", "--samples", str(tmp_path / "samples.jsonl"), "--output_dir", str(tmp_path / "out"),
             "--per_device_train_batch_size", "2", "--learning_rate", "1e-4", "--save_strategy", "steps",

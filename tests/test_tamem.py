@@ -153,8 +153,10 @@ def test_locomo_importer(tmp_path):
     recs = locomo.records(path)
     assert [r["id"] for r in recs] == ["locomo-conv-1-q000-temporal", "locomo-conv-1-q001-multi-hop"]
     assert recs[1]["answer"] == "2022" and recs[0]["meta"]["evidence"] == ["D2:1"]
-    convo = recs[0]["meta"]["conversation"]
+    convo = conversations.conversation_of(recs[0])
     assert [s["date_time"] for s in convo["sessions"]] == ["10:00 am on 8 May, 2023", "9:00 pm on 20 May, 2023"]
+    assert convo["sessions"][1]["turns"] == [{"speaker": "Ann", "dia_id": "D2:1", "text": "I ran 5k yesterday."}]
+    assert "I ran 5k" not in json.dumps(recs[0]["meta"])  # the text lies once: in the message
     user = recs[0]["messages"][0]["content"]
     (span,) = recs[0]["meta"]["context"]
     assert user[span["start"]:span["end"]] == conversations.transcript(convo)

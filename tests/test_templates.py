@@ -33,10 +33,10 @@ ARCH = {"qwen3": "qwen3", "qwen3_coder": "qwen3_moe", "qwen2_5": "qwen2", "qwen3
         "mistral_small_3_2": "mistral", "gpt_oss": "gpt_oss", "deepseek_v3": "deepseek_v3",
         "deepseek_v3_1": "deepseek_v3", "deepseek_r1": "qwen2", "glm4_6": "glm4_moe", "phi4_mini": "phi3",
         "smollm3": "smollm3"}
-# Not yet through the loop (issue 43 stays open on them): Mistral Nemo's template moves the system message into the
-# last user turn, so after a read-only call a structured turn cannot be cut out of its rendering (a clear error);
-# with DeepSeek's V3/V3.1/R1 templates the teacher's answer after tool outputs scores 0 (not yet traced).
-NOT_YET = {"mistral_nemo", "deepseek_v3", "deepseek_v3_1", "deepseek_r1"}
+# Not through the scripted teacher (a clear error, tested below): Mistral Nemo's template moves the system message
+# into the last user turn, and DeepSeek-V3 and R1 templates render a call made after tool outputs inside the
+# outputs block, so the teacher's structured turn cannot be cut out of the rendering.
+NOT_YET = {"mistral_nemo", "deepseek_v3", "deepseek_r1"}
 CALLING = [name for name, f in FAMILIES.items() if f.tool_format in PARSER and name not in NOT_YET]
 CASES = [(name, kwargs) for name in CALLING for kwargs in FAMILIES[name].kwargs_variants or [{}]]
 LOOP = LoopConfig(max_tool_calls=12, max_new_tokens=512)
@@ -62,7 +62,7 @@ def tokenizer(name: str):
 
 def chat_format(name: str, kwargs: dict) -> ChatFormat:
     tok = tokenizer(name)
-    return ChatFormat(tok, tok.convert_tokens_to_ids(FAMILIES[name].stop), template_kwargs=kwargs)
+    return ChatFormat(tok, tok.convert_tokens_to_ids(FAMILIES[name].stop), chat_template_kwargs=kwargs)
 
 
 @functools.cache
@@ -116,7 +116,8 @@ def sft_step(name: str, samples) -> None:
                                num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, **head,
                                moe_intermediate_size=32, num_experts=4, num_local_experts=4, n_routed_experts=4,
                                num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=0, q_lora_rank=None,
-                               kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
+                               kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, n_group=1,
+                               topk_group=1,
                                max_position_embeddings=8192, tie_word_embeddings=False)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(cfg)
@@ -144,13 +145,20 @@ def test_templates_that_render_no_calls_refuse_the_scripted_teacher_clearly():
 @pytest.mark.parametrize("kwargs", FAMILIES["qwen3"].kwargs_variants)
 def test_the_append_only_qwen3_variant_splits_only_where_the_context_changes(kwargs):
     official, variant = chat_format("qwen3", kwargs), ChatFormat(tokenizer("qwen3"), chat_template="qwen3_append_only",
-                                                                 template_kwargs=kwargs)
+                                                                 chat_template_kwargs=kwargs)
     for fmt in (official, variant):
         trajs = rollouts(fmt)
         modified = sum(sum(s.modified for s in t.steps[:-1]) + 1 for t in trajs)
         samples = sum(len(build_samples(t)) for t in trajs)
         assert all(t.score == 1.0 for t in trajs)
         assert (samples == modified) == (fmt is variant)  # the official one re-renders the think blocks
+
+
+@pytest.mark.parametrize("name", sorted(NOT_YET))
+def test_templates_that_rewrite_around_a_new_turn_refuse_the_teacher_clearly(name):
+    kwargs = (FAMILIES[name].kwargs_variants or [{}])[0]
+    with pytest.raises(ValueError, match="renders earlier text differently once an assistant turn follows"):
+        rollouts(chat_format(name, kwargs))
 
 
 def test_history_table():
@@ -171,3 +179,35 @@ def test_history_table():
     by = {(r[0], str(r[1])): r for r in rows}
     assert by[("qwen2_5", "{}")][7] == by[("qwen2_5", "{}")][6]  # append-only
     assert by[("qwen3", "{'enable_thinking': False}")][7] == by[("qwen3", "{'enable_thinking': False}")][5]  # splits
+
+
+def test_samples_of_another_tokenizer_are_refused(fmt, tmp_path):
+    """Trajectories made with the tiny Qwen3 tokenizer: `samples` takes their tokenizer (no --model needed) and
+    refuses a --model of another; SFT's loader refuses the samples for the embedded model; one file never mixes
+    two tokenizers."""
+    import subprocess
+    import sys
+
+    from sculptor_rl.samples import TokenizerMismatch, policy_samples, read_samples
+    from sculptor_rl.train.sft import load_sample_dataset
+    from sculptor_rl.trajectory import write_trajectories
+
+    qwen3 = chat_format("qwen3", {"enable_thinking": False})
+    trajs = rollouts(qwen3)
+    write_trajectories(trajs, tmp_path / "t.jsonl")
+    cli = [sys.executable, "-m", "sculptor_rl.cli", "samples", "--in", str(tmp_path / "t.jsonl")]
+    ok = subprocess.run([*cli, "--out", str(tmp_path / "s.jsonl")], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    samples = list(read_samples(tmp_path / "s.jsonl"))
+    assert samples and all(s.tokenizer == qwen3.provenance for s in samples)
+    assert max(t for s in samples for t in s.input_ids) < len(tokenizer("qwen3"))
+    bad = subprocess.run([*cli, "--out", str(tmp_path / "x.jsonl"), "--model", "default"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "was made by tokenizer tiny-qwen3" in bad.stderr
+    assert not (tmp_path / "x.jsonl").exists()
+    with pytest.raises(TokenizerMismatch, match="sample 1 was made by tokenizer tiny-qwen3"):
+        load_sample_dataset(str(tmp_path / "s.jsonl"), None, fmt.provenance)
+    assert len(load_sample_dataset(str(tmp_path / "s.jsonl"), None, qwen3.provenance)) == len(samples)
+    other = rollouts(chat_format("qwen2_5", {}))
+    with pytest.raises(TokenizerMismatch, match="samples of one file must share a tokenizer"):
+        policy_samples([*trajs, *other])

@@ -96,6 +96,8 @@ def test_biggen_importer(tmp_path):
     assert e["solution"] == "gpt-3.5 says 42" and e["feedback"] == "Clear and correct."
     assert e["rubric"].splitlines() == ["Is the answer correct?", *(f"{n}: level {n}" for n in range(1, 6))]
     assert e["family"] == "reasoning" and e["id"] == "reasoning_math_0/gpt-3.5"
+    assert e["meta"]["judge"] == "gpt4_04_turbo" and e["meta"]["uuid"] == "u"  # every other column kept
+    assert e["meta"]["prometheus_8x7b_score"] == [4, 5, None, 4, 4]
     # a judge with five ratings: their mean (None left out); a model filter
     assert [x["score"] for x in import_biggen(path, judge="prometheus_8x7b", models=["qwen-0.5b"])] == [4]
     row = _biggen_row("x", "m", 3)

@@ -86,6 +86,38 @@ def test_samples_hold_the_engine_ids_in_the_context_it_saw(rollouts):
     assert any(len(build_samples(t)) == 2 and t.steps[1].logprobs for t in mixed)
 
 
+@pytest.mark.parametrize("template", ["tests/data/templates/qwen3.jinja", "qwen3_append_only"])
+def test_a_history_rewriting_template_in_a_real_rollout(vllm_engine, fmt, template):
+    """The embedded model's tokenizer under Qwen3's official template (non-thinking), which drops the empty think
+    block of earlier turns, and under its append-only variant: the teacher's first call is a read-only search, the
+    engine generates after it. Officially the engine's prompt does not extend the teacher's turn, so a sample
+    closes after a read-only call; append-only, it does not. Either way each completion is trained in exactly the
+    prompt the engine saw, and every prompt is the template's rendering of the workspace at that step."""
+    from pathlib import Path
+
+    from sculptor_rl.agent.chat import ChatFormat
+
+    template = str(Path(__file__).parents[1] / template) if template.endswith(".jinja") else template
+    qwen3 = ChatFormat(fmt.tokenizer, fmt.stop_ids, chat_template=template, chat_template_kwargs={"enable_thinking": False})
+    tasks = generate("babilong", 2, seed=4)
+    trajs = run_rollouts(tasks, TeacherFirst(vllm_engine, tasks), qwen3, acm_env(2),
+                         LoopConfig(max_new_tokens=32, max_tool_calls=4), progress=False)
+    append_only = template == "qwen3_append_only"
+    by_id = {t["id"]: t for t in tasks}
+    for index, traj in enumerate(trajs):
+        assert traj.steps[0].calls[0]["name"] == "search_context" and traj.steps[1].logprobs  # engine after it
+        assert "<think>\n\n</think>" in qwen3.decode(traj.steps[0].prompt_ids)
+        samples = build_samples(traj)
+        assert (samples[0].completions[:2] == [0, 1]) == append_only
+        for s in samples:
+            for i in s.completions:
+                step = traj.steps[i]
+                at = len(step.prompt_ids)
+                assert s.input_ids[:at] == step.prompt_ids
+                assert s.input_ids[at : at + len(step.completion_ids)] == step.completion_ids
+        assert_prompts_show_the_workspace(traj, acm_env(2)(by_id[traj.task_id], index), qwen3)
+
+
 def rescore(llm, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
     """Logprobs of `completion_ids` after `prompt_ids` under a vLLM `LLM` (prefill only)."""
     from vllm import SamplingParams

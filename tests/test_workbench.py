@@ -14,20 +14,20 @@ from sculptor_rl.workbench import metrics
 from sculptor_rl.workbench.sandbox import TOOLS, Sandbox, WorkbenchError, outcome_correct, replay, tool_schemas
 from sculptor_rl.workbench.tasks import DOMAINS
 
+TEAM_MEMBER = Sandbox().db["project_management"][0]["assigned_to_email"]  # WorkBench takes only the team's
 # (tool, good arguments, what the good call changes: (table, row-count change) or None for a read, bad arguments)
 CALLS = [
-    ("company_directory.find_email_address", {"name": "raj"}, None, {"name": "Nobody"}),
+    ("company_directory.find_email_address", {"name": "raj"}, None, {"name": ""}),
     ("calendar.get_event_information_by_id", {"event_id": "00000000", "field": "event_name"}, None,
      {"event_id": "00000000", "field": "colour"}),
     ("calendar.search_events", {"query": "sofia", "time_min": "2023-11-20 00:00:00"}, None,
-     {"time_min": "2023-11-20"}),
+     {"time_min": "next week"}),
     ("calendar.create_event", {"event_name": "Sync", "participant_email": "raj.patel@atlas.com",
                                "event_start": "2023-12-01 10:00:00", "duration": 30}, ("calendar", 1),
-     {"event_name": "Sync", "participant_email": "raj.patel@atlas.com", "event_start": "2023-12-01 10:00",
-      "duration": "30"}),
+     {"event_name": "Sync", "participant_email": "raj.patel@atlas.com", "event_start": "2023-12-01 10:00"}),
     ("calendar.delete_event", {"event_id": "00000000"}, ("calendar", -1), {"event_id": "99999999"}),
     ("calendar.update_event", {"event_id": "00000000", "field": "duration", "new_value": "45"}, ("calendar", 0),
-     {"event_id": "00000000", "field": "duration", "new_value": "half an hour"}),
+     {"event_id": "99999999", "field": "duration", "new_value": "45"}),
     ("email.get_email_information_by_id", {"email_id": "00000000", "field": "subject"}, None,
      {"email_id": "00000000"}),
     ("email.search_emails", {"query": "homepage", "date_min": "2023-10-01"}, None, {"date_min": "October"}),
@@ -42,20 +42,21 @@ CALLS = [
                                "plot_type": "line"}, ("plots", 1),
      {"time_min": "2023-11-01", "time_max": "2023-11-30", "value_to_plot": "total_visits", "plot_type": "pie"}),
     ("analytics.total_visits_count", {"time_min": "2023-11-01", "time_max": "2023-11-30"}, None,
-     {"time_min": "2023-13-01"}),
+     {"time_min": ["2023-11-01"]}),
     ("analytics.engaged_users_count", {"time_min": "2023-11-01"}, None, {"time_min": {"year": 2023}}),
-    ("analytics.traffic_source_count", {"traffic_source": "direct"}, None, {"traffic_source": "email"}),
+    ("analytics.traffic_source_count", {"traffic_source": "direct"}, None, {"source": "direct"}),
     ("analytics.get_average_session_duration", {"time_max": "2023-10-15"}, None, {"time_max": ["2023-10-15"]}),
     ("project_management.get_task_information_by_id", {"task_id": "00000000", "field": "board"}, None,
      {"task_id": "00000077", "field": "board"}),
     ("project_management.search_tasks", {"task_name": "login"}, None, {}),
-    ("project_management.create_task", {"task_name": "T", "assigned_to_email": "raj.patel@atlas.com",
+    ("project_management.create_task", {"task_name": "T", "assigned_to_email": TEAM_MEMBER.upper(),
                                         "list_name": "Backlog", "due_date": "2023-12-10", "board": "Design"},
-     ("project_management", 1), {"task_name": "T", "assigned_to_email": "raj.patel@atlas.com",
+     ("project_management", 1), {"task_name": "T", "assigned_to_email": TEAM_MEMBER,
                                  "list_name": "Someday", "due_date": "2023-12-10", "board": "Design"}),
     ("project_management.delete_task", {"task_id": "00000000"}, ("project_management", -1), {}),
     ("project_management.update_task", {"task_id": "00000000", "field": "list_name", "new_value": "Completed"},
-     ("project_management", 0), {"task_id": "00000000", "field": "task_id", "new_value": "00000001"}),
+     ("project_management", 0), {"task_id": "00000000", "field": "assigned_to_email",
+                                 "new_value": "stranger@atlas.com"}),
     ("customer_relationship_manager.search_customers", {"customer_name": "dakota"}, None, {}),
     ("customer_relationship_manager.update_customer", {"customer_id": "00000000", "field": "status",
                                                        "new_value": "Won"}, ("customer_relationship_manager", 0),
@@ -82,7 +83,7 @@ def test_every_tool_on_its_database_good_and_bad_arguments():
             assert box.state() == before, name
         else:
             table, delta = change
-            assert len(box.db[table]) == len(before[table]) + delta, name
+            assert len(box.db[table]) == len(before[table]["rows"]) + delta, name
             assert box.state() != before, name
     with pytest.raises(WorkbenchError, match="unknown tool"):
         Sandbox().call("calendar.create_meeting", {})
@@ -101,7 +102,9 @@ def test_tool_results_follow_the_database():
     assert info == {"event_name": "Sync"}
     box.call("email.reply_email", {"email_id": "00000000", "body": "Thanks"})
     sent = box.db["email"][-1]
-    assert sent["recipient"] == box.db["email"][0]["sender"] and sent["subject"].startswith("RE: ")
+    original = box.db["email"][0]
+    assert (sent["inbox/outbox"], sent["sender/recipient"]) == ("outbox", original["sender/recipient"])
+    assert sent["subject"] == original["subject"] and sent["email_id"] == str(len(box.db["email"]) - 1)  # WorkBench's
     counts = json.loads(box.call("analytics.total_visits_count", {"time_min": "2023-11-01", "time_max": "2023-11-30"}))
     assert sum(counts.values()) == sum("2023-11-01" <= v["date_of_visit"] <= "2023-11-30" for v in box.db["analytics"])
 
@@ -118,7 +121,7 @@ def test_outcome_check():
     assert not outcome_correct(gold, [wrong])
     assert not outcome_correct(gold, [*gold, {"name": "calendar.delete_event", "arguments": {"event_id": "00000001"}}])
     _, results = replay([{"name": "calendar.delete_event", "arguments": {}}])
-    assert results[0][0] is False and results[0][1].startswith("Error: calendar.delete_event needs event_id")
+    assert results[0][0] is False and results[0][1] == "Error: Event ID not provided."
 
 
 def test_generator_domains_splits_and_gold():
@@ -192,7 +195,7 @@ def test_env_outcome_and_bad_calls():
     env = _env(task)
     assert len(env.tools) == 27 and env.tools == tool_schemas()
     bad = env.execute("calendar.delete_event", {"event_id": "12345678"})
-    assert not bad.ok and bad.text.startswith("Error: Event '12345678' not found")
+    assert not bad.ok and bad.text == "Error: Event not found."
     assert env.score(None) == 0.0  # nothing done yet
     for call in task["answer"]:
         assert env.execute(call["name"], json.dumps(call["arguments"])).ok
@@ -245,7 +248,7 @@ def test_import_workbench_csv_and_its_database(tmp_path):
     assert [r["meta"]["domain"] for r in records] == ["calendar", "calendar"] and records[1]["answer"] == []
     assert records[0]["answer"][1] == {"name": "calendar.update_event", "arguments": {
         "event_id": "00000055", "field": "event_name", "new_value": "Kickoff"}}
-    assert load_database(db)["email"][0]["sender"] == "raj.patel@atlas.com"
+    assert load_database(db)["email"][0]["sender/recipient"] == "raj.patel@atlas.com"
     assert score(records[0], render_answer(records[0])) == 1.0  # runs on WorkBench's database: the id exists
     assert score(records[0], "") == 0.0 and score(records[1], "") == 1.0
     env = _env(records[0])
@@ -289,7 +292,7 @@ def test_import_nestful_and_nested_execution(tmp_path):
     assert env.execute("divide", {"arg_0": "$var_1.result$", "arg_1": 4}).text == "$var_2 = 250"
     assert env.score("250") == 1.0 and env.info()["calls"] == a["answer"]
     path.write_text(json.dumps([{"input": "x", "output": "[{\"arguments\": {}}]"}]))
-    with pytest.raises(ValueError, match="record 0: output must be"):
+    with pytest.raises(ValueError, match="item 0: output must be"):
         import_nestful(path)
 
 

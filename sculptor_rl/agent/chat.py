@@ -44,14 +44,14 @@ class ChatFormat:
     """Token-level rendering of an agent conversation for one tokenizer, its chat template and tool-call format."""
 
     def __init__(self, tokenizer, extra_stop_ids: list[int] = (), *, chat_template: str | None = None,
-                 template_kwargs: dict | None = None, parser: str = "auto", name: str = ""):
+                 chat_template_kwargs: dict | None = None, parser: str = "auto", name: str = ""):
         if tokenizer.eos_token_id is None:
             raise ValueError("the tokenizer has no eos token: cannot tell where a completion ends")
         self.template = load_template(chat_template) if chat_template else tokenizer.chat_template
         if not self.template:
             raise ValueError("the tokenizer has no chat template; pass a chat model or set `chat_template`")
         self.tokenizer, self.name = tokenizer, name or getattr(tokenizer, "name_or_path", "")
-        self.kwargs = dict(template_kwargs or {})
+        self.kwargs = dict(chat_template_kwargs or {})
         self.eos_id = tokenizer.eos_token_id
         self.eos = tokenizer.convert_ids_to_tokens(self.eos_id)
         self.parser = make_parser(parser_for_template(self.template) if parser == "auto" else parser)
@@ -66,7 +66,7 @@ class ChatFormat:
         self._call_shape = self._call_dialect()
 
     @classmethod
-    def from_pretrained(cls, model: str, chat_template: str | None = None, template_kwargs: dict | None = None,
+    def from_pretrained(cls, model: str, chat_template: str | None = None, chat_template_kwargs: dict | None = None,
                         parser: str = "auto") -> "ChatFormat":
         from transformers import AutoTokenizer, GenerationConfig
 
@@ -80,7 +80,7 @@ class ChatFormat:
             eos = None
         try:
             return cls(tokenizer, [eos] if isinstance(eos, int) else (eos or []), chat_template=chat_template,
-                       template_kwargs=template_kwargs, parser=parser, name=str(model))
+                       chat_template_kwargs=chat_template_kwargs, parser=parser, name=str(model))
         except ValueError as e:  # no chat template, no eos token, unknown parser
             raise ValueError(f"model {model}: {e}") from None
 
@@ -204,12 +204,13 @@ class ChatFormat:
         # ends in text the turn replaces (Qwen3's non-thinking prompt ends in an empty think block); templates that
         # close a tool block only once a turn follows (DeepSeek's) render that closing in the prompt as well
         start, prompt_end = _common_prefix(gen, full), _common_prefix(base, gen)
-        if start < prompt_end and gen[prompt_end:] in full:  # an earlier turn re-rendered (Hermes 3's tool turn):
+        if start < prompt_end < len(gen) and gen[prompt_end:] in full:  # an earlier turn re-rendered (Hermes 3's):
             start = full.rindex(gen[prompt_end:]) + len(gen) - prompt_end  # the turn follows the generation prompt
         if start < prompt_end:
             raise ValueError("this chat template renders earlier text differently once an assistant turn follows "
-                             "(Mistral Nemo's moves the system message), so the turn cannot be cut out of it; set "
-                             "`chat_template` to an append-only one")
+                             "(Mistral Nemo's moves the system message; DeepSeek's put a call after tool outputs inside "
+                             "the outputs block), so the turn cannot be cut out of it; set `chat_template` to an "
+                             "append-only one")
         body = full[start:]
         ends = [(body.find(s), s) for s in self.stop_texts if s in body]
         if ends:

@@ -1,9 +1,11 @@
 """The multi-turn agent loop: render → generate → parse → run tools → repeat, many rollouts in one batch.
 
 The loop knows no tool, task family or reward rule: an environment (`sculptor_rl.envs.Env`) owns its system
-prompt, tools, rendering, scoring and reward, and the loop calls its hooks. Per step it keeps the exact prompt ids
-the engine saw, the generated ids and logprobs, the parsed calls and whether the context was modified —
-everything Algorithm 1 (`sculptor_rl.trajectory`) needs to build training samples without re-tokenizing.
+prompt, tools, rendering, scoring and reward, and the loop calls its hooks. The messages are structured (assistant
+turns carry `tool_calls` with ids, tool turns `tool_call_id`); each prompt is the policy's chat template over them
+(`ChatFormat.prompt`), and each completion is parsed in the policy's own tool-call format. Per step it keeps the
+exact prompt ids the engine saw, the generated ids and logprobs, the parsed calls and whether the context was
+modified — everything Algorithm 1 (`sculptor_rl.samples`) needs to build training samples without re-tokenizing.
 """
 
 from __future__ import annotations

@@ -3,9 +3,11 @@
 Two task families, both scored by an outcome (1 or 0; the reward is design eq. 4 on it):
 - `workbench`: the agent holds the 27 sandbox tools (`workbench.sandbox`) over the task's own copy of the
   databases; the outcome is right when the databases end exactly as the gold calls leave them;
-- `nestful`: the agent holds four math functions and calls them one at a time, the k-th successful call labelled
-  `$var_k` and `"$var_k.result$"` standing for its result (`workbench.nestful`); the outcome is right when the
-  last result is the gold answer (NESTFUL's win). Its system prompt is the paper's Figure 18, adapted to calls.
+- `nestful`: the agent holds the record's own tools (an imported record's `meta.tools`; a generated one's four math
+  functions) and calls them one at a time, the k-th successful call labelled `$var_k` and `"$var_k.result$"`
+  standing for its result (`workbench.nestful.step`); the outcome is right when the last result is the gold answer
+  (NESTFUL's win) where the functions run here, else when the calls are the gold sequence (NESTFUL's full-sequence
+  match). Its system prompt is the paper's Figure 18, adapted to calls.
 The episode ends at a completion without tool calls.
 
 The memory (`sculptor_rl.memory`) lives across episodes and reaches the env through its parameters: `memory`, a
@@ -47,7 +49,8 @@ MEMTOOLAGENT_SYSTEM_PROMPT = (
 NESTFUL_SYSTEM_PROMPT = (
     "You are a helpful assistant with access to function calls. Your task is to produce the sequence of function "
     "calls necessary to answer the user utterance, one call at a time. The result of your k-th call is $var_k: "
-    "pass \"$var_k.result$\" as an argument to use it. When the last call gives the answer, reply with it.")
+    "pass \"$var_k.result$\" (or one output field, \"$var_k.field$\") as an argument to use it. When the last call "
+    "gives the answer, reply with it.")
 MEMORY_PROMPT = (
     "Here are similar queries, their executions, and user feedback:\n{memories}\n"
     "For each query where user feedback indicates incorrect execution, reflect on what went wrong and use these "
@@ -140,7 +143,7 @@ class MemToolAgentEnv(Env):
         if self.retrieved:
             prompt += "\n\n" + MEMORY_PROMPT.format(memories=render_entries(self.retrieved))
         self.messages = with_system(prompt, task["messages"])
-        self.tools = nestful.tool_schemas() if self.nested else self._toolset()
+        self.tools = nestful.tool_schemas(task) if self.nested else self._toolset()
         self.start = None if self.nested else sandbox.start_database(self.meta)
         self.box = None if self.nested else sandbox.Sandbox(self.start)
         self.values: dict = {}  # nestful: label -> result
@@ -173,10 +176,10 @@ class MemToolAgentEnv(Env):
                 arguments = json.loads(arguments)
             except json.JSONDecodeError:
                 raise nestful.NestfulError("arguments are not valid JSON.") from None
-        value = nestful.call(name, arguments, self.values)
         label = f"$var_{len(self.calls) + 1}"
+        text, value = nestful.step(self.task, name, arguments, self.values, label)
         self.values[nestful.label_key(label)] = value
-        return f"{label} = {value:g}", {"name": name, "arguments": arguments, "label": label}
+        return text, {"name": name, "arguments": arguments, "label": label}
 
     def outcome(self) -> bool:
         gold = self.task.get("answer")

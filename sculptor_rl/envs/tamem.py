@@ -77,7 +77,7 @@ class TamemEnv(Env):
             raise ValueError(f"the tamem env runs {conversations.NAME!r} tasks, got {task.get('task')!r}")
         super().__init__(task, params, **kwargs)
         meta = task["meta"]
-        convo = meta["conversation"]
+        convo = conversations.conversation_of(task)
         if self.params.notes == "oracle":
             notes = oracle_notes(convo)
         else:
@@ -150,5 +150,5 @@ def extract_notes(tasks: list[dict], engine, tokenizer, out_dir: str | Path, ret
                   max_new_tokens: int = 2048) -> dict:
     """The LLM extractor over the conversations of `tasks` (each once), cached per conversation in `out_dir` (the
     env's `notes: DIR`). Returns the report of `tamem.extract.run`."""
-    convos = list({t["meta"]["conversation"]["id"]: t["meta"]["conversation"] for t in tasks}.values())
+    convos = list({t["meta"]["conversation"]["id"]: conversations.conversation_of(t) for t in tasks}.values())
     return extract.run(convos, engine_complete(engine, tokenizer, max_new_tokens), Path(out_dir), retries)

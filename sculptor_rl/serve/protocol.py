@@ -142,18 +142,30 @@ def _text(m: Message, i: int) -> str:
 
 
 def chat_messages(req: ChatRequest) -> list[dict]:
-    """The request's messages as the chat template takes them (text content, `developer` as `system`)."""
+    """The request's messages as the chat template takes them (text content, `developer` as `system`; calls with
+    their ids and their arguments decoded, as most templates render a dict; tool turns with their call's id)."""
     out = []
     for i, m in enumerate(req.messages):
         msg = {"role": "system" if m.role == "developer" else m.role, "content": _text(m, i)}
         if m.tool_calls:
             if m.role != "assistant":
                 raise APIError(400, f"messages.{i}: only assistant messages carry tool_calls", param=f"messages.{i}")
-            msg["tool_calls"] = [{"type": "function", "function": {"name": c.function.name,
-                                                                   "arguments": c.function.arguments}}
+            msg["tool_calls"] = [{**({"id": c.id} if c.id else {}), "type": "function",
+                                  "function": {"name": c.function.name, "arguments": _arguments(c.function.arguments)}}
                                  for c in m.tool_calls]
+        if m.tool_call_id:
+            msg["tool_call_id"] = m.tool_call_id
         out.append(msg)
     return out
+
+
+def _arguments(text: str):
+    """A call's JSON arguments as a dict; text that is not a JSON object stays text (the template shows it)."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    return value if isinstance(value, dict) else text
 
 
 def new_id() -> str:

@@ -19,6 +19,9 @@ A record is one question (the family layout of `sculptor_rl.tasks`): its user me
 `intro \\n\\n transcript \\n\\n question`, so the no-tool baselines and the ACM env run on it unchanged
 (`meta.context` spans the transcript); the tamem env shows only the question and serves the memory through its
 tools. The id ends with the category, so any env's trajectories group by it (`metrics.category_of`).
+A record holds the conversation's text once, in its message: `meta.conversation` keeps the structure (speakers,
+dates, dia_ids, segments) with each turn's `span` in that message instead of its text (`conversation_of`
+rebuilds it), so LoCoMo's 1,540 questions do not carry every conversation twice.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from .metrics import CATEGORIES, answer_f1
 
 NAME = "tamem"
 
-__all__ = ["COUNTRIES", "NAME", "fact_text", "generate", "question_records", "render_answer", "score", "transcript"]
+__all__ = ["COUNTRIES", "NAME", "conversation_of", "fact_text", "generate", "question_records", "render_answer",
+           "render_record", "score", "transcript"]
 
 SPEAKERS = "Alice Bruno Carmen Devon Elena Farid Greta Hassan Irene Jonas Kira Leo Maya Nico Olga Pablo".split()
 RELATIVES = "Ana Ben Clara Diego Emma Felix Hana Ivan Julia Karl Lena Marco Nora Omar".split()
@@ -222,13 +226,33 @@ def _summary(t: dict, lines: list[tuple[str, str]]) -> str:
     return f"{speaker} tells {lines[1][0]}: {first}"
 
 
+def _transcript(convo: dict) -> tuple[str, list[list[tuple[int, int]]]]:
+    """The transcript and, per session, each turn's text span in it."""
+    out, spans, pos = [], [], 0
+    for k, session in enumerate(convo["sessions"]):
+        head = ("\n\n" if k else "") + f"DATE: {session['date_time']}\nCONVERSATION:\n"
+        out.append(head)
+        pos += len(head)
+        spans.append([])
+        for i, t in enumerate(session["turns"]):
+            line = ("\n" if i else "") + f'{t["speaker"]} said, "'
+            out.append(f'{line}{t["text"]}"')
+            spans[-1].append((pos + len(line), pos + len(line) + len(t["text"])))
+            pos += len(line) + len(t["text"]) + 1
+    return "".join(out), spans
+
+
 def transcript(convo: dict) -> str:
     """The conversation as LoCoMo's own QA prompt shows it: per session its DATE, then `X said, "..."` lines."""
-    parts = []
-    for s in convo["sessions"]:
-        lines = [f'{t["speaker"]} said, "{t["text"]}"' for t in s["turns"]]
-        parts.append(f"DATE: {s['date_time']}\nCONVERSATION:\n" + "\n".join(lines))
-    return "\n\n".join(parts)
+    return _transcript(convo)[0]
+
+
+def conversation_of(record: dict) -> dict:
+    """A record's conversation with its turns' text, cut from the record's message by each turn's span."""
+    convo, text = record["meta"]["conversation"], record["messages"][0]["content"]
+    return {**convo, "sessions": [{**s, "turns": [{**{k: v for k, v in t.items() if k != "span"},
+                                                    "text": text[t["span"][0]:t["span"][1]]} for t in s["turns"]]}
+                                  for s in convo["sessions"]]}
 
 
 INTRO = "Below is a conversation between {a} and {b} over several sessions, each with its date."
@@ -238,13 +262,18 @@ QUESTION = "Question: {q} Answer with a short phrase, using exact words from the
 def question_records(convo: dict, qas: list[dict], **meta) -> list[dict]:
     """One record per question (`qas`: question, answer, category, evidence, and for generated ones person/kind/
     about). `meta.bucket` is the category (eval's per-bucket tables are then per category), `meta.conversation`
-    holds the conversation, `meta.context` spans its transcript."""
+    holds the conversation's structure with each turn's span (`conversation_of`), `meta.context` spans its
+    transcript."""
     intro = INTRO.format(a=convo["speakers"][0], b=convo["speakers"][1])
-    context = transcript(convo)
+    context, spans = _transcript(convo)
+    start = len(intro) + 2
+    stored = {**convo, "sessions": [
+        {**s, "turns": [{**{k: v for k, v in t.items() if k != "text"}, "span": [start + a, start + b]}
+                        for t, (a, b) in zip(s["turns"], turn_spans)]}
+        for s, turn_spans in zip(convo["sessions"], spans)]}
     records = []
     for k, qa in enumerate(qas):
         question = QUESTION.format(q=qa["question"])
-        start = len(intro) + 2
         records.append({
             "id": f"{convo['id']}-q{k:03d}-{qa['category']}",
             "task": NAME,
@@ -252,7 +281,7 @@ def question_records(convo: dict, qas: list[dict], **meta) -> list[dict]:
             "answer": str(qa["answer"]),
             "meta": {"bucket": qa["category"], "category": qa["category"], "question": qa["question"],
                      **{key: qa[key] for key in ("evidence", "person", "kind", "about") if key in qa},
-                     **meta, "conversation": convo,
+                     **meta, "conversation": stored,
                      "context": [{"message": 0, "start": start, "end": start + len(context)}]},
         })
     return records
@@ -288,3 +317,10 @@ def score(record: dict, response: str) -> float:
 
 def render_answer(answer) -> str:
     return str(answer)
+
+
+def render_record(record: dict) -> str:
+    """The ideal response to a record: LoCoMo scores an open-domain question against its gold cut at the first
+    ";" (task_eval/evaluation.py), so that part is the answer there."""
+    answer = str(record["answer"])
+    return answer.split(";")[0].strip() if record["meta"]["category"] == "open-domain" else answer

@@ -3,7 +3,9 @@
 Five families, generated offline and deterministic by seed: `pi_llm` (proactive interference),
 `needlebench` (multi-needle reasoning), `mrcr` (multi-round co-reference), `babilong` (bAbI facts in
 filler) and `gsm_infinite` (a graph of quantities among noise statements). Each family module has
-`generate(num, seed, **params) -> list[dict]`, `score(record, response) -> float` in [0, 1] and `render_answer(answer) -> str` (the ideal response).
+`generate(num, seed, **params) -> list[dict]`, `score(record, response) -> float` in [0, 1] and
+`render_answer(answer) -> str` (the ideal response; a family whose ideal response depends on more than the gold
+defines `render_record(record)` too).
 
 A record (one JSON object per line in files):
 
@@ -84,4 +86,7 @@ def render_answer(record: dict) -> str:
     """The ideal final response for a record (scores 1.0)."""
     if benchmark_scoring.benchmark(record):
         return benchmark_scoring.render_answer(record)
-    return family(record["task"]).render_answer(record["answer"])
+    module = family(record["task"])
+    if hasattr(module, "render_record"):  # the ideal answer depends on more than the gold (tamem's open-domain)
+        return module.render_record(record)
+    return module.render_answer(record["answer"])

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from . import gsm_infinite
-from .benchmark_scoring import BENCHMARKS
+from .benchmark_scoring import BABILONG_LABELS, BENCHMARKS
 from .common import approx_tokens
 
 __all__ = ["FORMATS", "import_benchmark", "read_rows"]
@@ -239,21 +239,27 @@ def _mrcr(row: dict, rid: str, hints: dict) -> dict:
 BABILONG_INSTRUCTION = ("The context below hides a few facts among unrelated text. Answer the question at the end "
                         "using only those facts: give the answer in your first sentence.")
 _BABILONG_PARTS = ("instruction", "examples", "post_prompt")
+# booydar/babilong babilong/prompts.py DEFAULT_TEMPLATE = TASK_TEMPLATE + "\n\n" + USER_TEMPLATE, filled by
+# `get_formatted_input` (the context stripped, the whole stripped).
+BABILONG_TASK_TEMPLATE = "{instruction}\n\n{examples}\n\n{post_prompt}"
+BABILONG_USER_TEMPLATE = "<context>\n{context}\n</context>\n\nQuestion: {question}"
 
 
 def _babilong(row: dict, rid: str, hints: dict) -> dict:
     """RMT-team/babilong (booydar/babilong): `input` (the facts in filler), `question`, `target`. The bAbI task
-    (qa1...) comes from a `task` column, the split, the file name or the `task` option; the length bucket
+    (qa1...qa20) comes from a `task` column, the split, the file name or the `task` option; the length bucket
     (0k...128k) from a `length` column, the path or the `length` option. The prompt is babilong/prompts.py's
-    DEFAULT_TEMPLATE (`{instruction}\\n{examples}\\n{post_prompt}\\n<context>...</context>\\nQuestion: ...`), its
-    parts per task from the `prompts` option (a JSON file {"qa1": {"instruction", "examples", "post_prompt"}},
-    e.g. the repository's DEFAULT_PROMPTS), else a generic instruction of ours alone."""
+    DEFAULT_TEMPLATE filled as its `get_formatted_input` fills it, its parts per task from the `prompts` option
+    (a JSON file {"qa1": {"instruction", "examples", "post_prompt"}}, e.g. the repository's DEFAULT_PROMPTS),
+    else a generic instruction of ours and empty examples and post_prompt (as the official runs without them)."""
     source = f"{hints['source']} {hints['split'] or ''}"
     qa = re.search(r"\bqa\d+", str(row.get("task") or hints.get("task") or hints["split"] or ""))
     qa = qa or re.search(r"(?<![a-z])qa\d+(?![0-9])", source)
     if not qa:
         raise ValueError(f"{hints['where']}: cannot tell the bAbI task (qa1, qa2, ...): add a 'task' column, name "
                          f"the file or split after it, or pass task=qa1")
+    if qa.group(0) not in BABILONG_LABELS:
+        raise ValueError(f"{hints['where']}: BABILong has tasks qa1-qa20, not {qa.group(0)}")
     length = row.get("length") or hints.get("length")
     if not length:
         found = re.search(r"(?<![a-z0-9.])(\d+(?:\.\d+)?k)(?![a-z0-9])", source, re.IGNORECASE)
@@ -262,10 +268,13 @@ def _babilong(row: dict, rid: str, hints: dict) -> dict:
     if prompts is not None and qa.group(0) not in prompts:
         raise ValueError(f"{hints['where']}: the prompts file has no prompt for {qa.group(0)}")
     parts = prompts[qa.group(0)] if prompts is not None else {"instruction": BABILONG_INSTRUCTION}
-    head = "".join(f"{parts.get(k, '')}\n" for k in _BABILONG_PARTS).lstrip() + "<context>\n"
-    text = f"{head}{row['input']}\n</context>\nQuestion: {row['question']}".rstrip()
+    context = str(row["input"]).strip()
+    head = (BABILONG_TASK_TEMPLATE.format(**{k: parts.get(k, "") for k in _BABILONG_PARTS}) + "\n\n"
+            + BABILONG_USER_TEMPLATE.split("{context}")[0]).lstrip()
+    tail = BABILONG_USER_TEMPLATE.split("{context}")[1].format(question=row["question"])
+    text = f"{head}{context}{tail}".rstrip()
     messages = [{"role": "user", "content": text}]
-    spans = [(0, len(head), len(head) + len(row["input"]))]
+    spans = [(0, len(head), len(head) + len(context))]
     return _record("babilong", rid, messages, str(row["target"]).strip(), spans, str(row["question"]),
                    f"{length}/{qa.group(0)}", row, ("input", "question", "target", "task", "length"),
                    babilong_task=qa.group(0))

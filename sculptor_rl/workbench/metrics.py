@@ -30,7 +30,7 @@ def _f1(pred: Counter, gold: Counter) -> float:
 
 def canonical(value):
     """An argument value as compared: whole floats as ints (100.0 == 100), NESTFUL references without the
-    underscore (`$var_1.result$` = `$var1.result$`, as `nestful.same_sequence` reads labels), JSON text."""
+    underscore (`$var_1.result$` = `$var1.result$`, as NESTFUL's files write them), JSON text."""
     def norm(v):
         if isinstance(v, float) and v.is_integer():
             return int(v)

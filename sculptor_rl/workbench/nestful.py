@@ -1,12 +1,14 @@
-"""NESTFUL-style nested call sequences (Basu et al., 2024): the output of one call feeds the next (a task family,
-`nestful`).
+"""NESTFUL nested call sequences (Basu et al., 2024; github.com/IBM/NESTFUL): the output of one call feeds the
+next (a task family, `nestful`).
 
 A sequence is a list of calls `{"name", "arguments", "label": "$var_k"}`; an argument `"$var_k.result$"` stands
-for the result of the call labelled `$var_k` (NESTFUL's own files also write labels `var1` and references
-`$var1.result$`; both are read). The generated tasks are MathQA-like word problems over four executable
-functions (add, subtract, multiply, divide), so a sequence can be executed and its final result compared with
-the gold answer (NESTFUL's win rate); NESTFUL's own records (imported, `importers.import_nestful`) carry their
-tool specs; those whose functions are not these four are scored by full-sequence match instead.
+for the result of the call labelled `$var_k`, `"$var_k.field$"` for one field of it (NESTFUL's own files write
+labels `var1` and references `$var1.field$`; both are read). The generated tasks are MathQA-like word problems over
+four executable functions (add, subtract, multiply, divide), so a sequence can be executed and its final result
+compared with the gold answer (NESTFUL's win rate). NESTFUL's own records (imported, `importers.import_nestful`)
+carry their own tools (`meta.tools`, from the record or the spec file shipped beside the data); a record whose
+functions are not these four is scored by full-sequence match, as NESTFUL scores sequences it cannot run (its
+GitHub release's "executable" functions call RapidAPI, which needs keys and the network, so none runs here).
 
 A record:
 
@@ -14,8 +16,10 @@ A record:
      "answer": [{"name": "multiply", "arguments": {"arg_0": 4, "arg_1": 12}, "label": "$var_1"}, ...],
      "meta": {"gold_answer": 41.0, "template": "...", "split": "train", "tools": [<schemas>]}}
 
-In the memtoolagent env the agent calls the functions one at a time; the env labels its k-th successful call
-`$var_k`, and resolves references to earlier results. Score: the last call's result equals the gold answer.
+In the memtoolagent env the agent calls the record's tools one at a time; the env labels its k-th successful call
+`$var_k` and checks that references name earlier calls; an executable function runs on the resolved values, any
+other call is recorded (its result is what the sequence match compares: its place, name and arguments).
+Score: the last call's result equals the gold answer (executable), else the calls equal the gold sequence.
 """
 
 from __future__ import annotations
@@ -29,18 +33,23 @@ from .tasks import split_of
 
 NAME = "nestful"
 __all__ = ["FUNCTIONS", "NAME", "NestfulError", "call", "calls_in", "executable", "execute", "generate", "label_key",
-           "render_answer", "resolve", "same_sequence", "score", "tool_schemas", "won"]
+           "render_answer", "resolve", "same_sequence", "score", "step", "tool_schemas", "won"]
 
 FUNCTIONS = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b, "multiply": lambda a, b: a * b,
              "divide": lambda a, b: a / b}
 _REF = re.compile(r"^\$(var_?\d+)\.result\$$")
+_ANY_REF = re.compile(r"\$(var_?\d+)(?:\.[^$]*)?\$")  # "$var1$", "$var1.skyId$", "$var_2.result$"
 
 
 class NestfulError(Exception):
     pass
 
 
-def tool_schemas() -> list[dict]:
+def tool_schemas(record: dict | None = None) -> list[dict]:
+    """The record's own tools (`meta.tools`), else the four executable functions."""
+    own = ((record or {}).get("meta") or {}).get("tools")
+    if own:
+        return own
     return [{"type": "function", "function": {
         "name": name, "description": f"{name.capitalize()} two numbers: arg_0 {sym} arg_1.",
         "parameters": {"type": "object", "properties": {
@@ -84,6 +93,38 @@ def call(name: str, arguments, results: dict) -> float:
     if name == "divide" and b == 0:
         raise NestfulError("division by zero.")
     return round(FUNCTIONS[name](a, b), 6)
+
+
+def _references(value) -> list[str]:
+    """The labels an argument value refers to (in strings, lists and objects)."""
+    if isinstance(value, str):
+        return [label_key(m.group(1)) for m in _ANY_REF.finditer(value)]
+    if isinstance(value, dict):
+        return [k for v in value.values() for k in _references(v)]
+    if isinstance(value, list):
+        return [k for v in value for k in _references(v)]
+    return []
+
+
+def step(record: dict, name: str, arguments, results: dict, label: str) -> tuple[str, float | None]:
+    """One call of an episode on `record`: (the tool's reply, its value). An executable record's function runs on
+    the resolved values; any other call is checked (one of the record's tools, a JSON object of arguments, every
+    reference to an earlier call) and recorded: its reply names the label and the output fields to refer to."""
+    if executable(record) or not (record.get("meta") or {}).get("tools"):
+        value = call(name, arguments, results)
+        return f"{label} = {value:g}", value
+    tools = {t["function"]["name"]: t["function"] for t in tool_schemas(record)}
+    if name not in tools:
+        raise NestfulError(f"unknown function {name!r}; this task's functions are {', '.join(tools)}.")
+    if not isinstance(arguments, dict):
+        raise NestfulError(f"{name}'s arguments must be a JSON object.")
+    unknown = [k for k in _references(arguments) if k not in results]
+    if unknown:
+        raise NestfulError(f"${unknown[0]} refers to no earlier call (known: "
+                           f"{', '.join('$var_' + k[3:] for k in results) or 'none yet'}).")
+    fields = list(tools[name].get("output_parameters") or {})
+    where = f'; pass a field on as "{label}.{fields[0]}$" ({", ".join(fields)})' if fields else ""
+    return f"{label} holds the output of {name} (not run here: the sequence is what is scored){where}.", None
 
 
 def execute(calls: list[dict]) -> float | None:
@@ -153,7 +194,9 @@ def generate(num: int, seed: int = 0, split: str = "train") -> list[dict]:
 
 
 def calls_in(text: str) -> list[dict]:
-    """The calls a one-shot answer gives: a JSON list (NESTFUL's output format) or Hermes tool calls."""
+    """The calls a one-shot answer gives: a JSON list (NESTFUL's output format) or Hermes tool calls. A final
+    `var_result` pseudo-call (NESTFUL's way of naming the answer's parts) is not a call and is dropped, as the
+    importer drops it from the gold sequence."""
     from ..toolcalls import HermesParser
 
     start, end = text.find("["), text.rfind("]")
@@ -162,7 +205,7 @@ def calls_in(text: str) -> list[dict]:
             calls = json.loads(text[start:end + 1])
             if isinstance(calls, list) and all(isinstance(c, dict) and "name" in c for c in calls):
                 return [{"name": c["name"], "arguments": c.get("arguments", {}), "label": c.get("label")}
-                        for c in calls]
+                        for c in calls if c["name"] != "var_result"]
         except json.JSONDecodeError:
             pass
     return [{"name": c.name, "arguments": c.arguments} for c in HermesParser().parse(text).calls if c.name]
@@ -179,10 +222,11 @@ def executable(record: dict) -> bool:
 
 
 def same_sequence(pred: list[dict], gold: list[dict]) -> bool:
-    """NESTFUL's full-sequence match: the same calls in order, names, arguments and labels (`$var_1` = `var1`)."""
+    """NESTFUL's full-sequence match: the same calls in order, names and arguments (references `$var_1.x$` =
+    `$var1.x$`). Labels are not compared: the k-th call is var k, so the order carries them (the release itself
+    labels two calls of non-executable-sgd's record 18 `var2`)."""
     def plain(calls):
-        return [(c["name"], canonical(c.get("arguments", {})), label_key(c.get("label") or f"var{i}"))
-                for i, c in enumerate(calls, 1)]
+        return [(c["name"], canonical(c.get("arguments", {}))) for c in calls]
     return plain(pred) == plain(gold)
 
 

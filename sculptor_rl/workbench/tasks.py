@@ -93,7 +93,7 @@ def mail_send(rng, box):
 
 
 def mail_delete_latest(rng, box):
-    person = rng.choice(sorted({e["sender"] for e in box.db["email"]}))
+    person = rng.choice(sorted({e["sender/recipient"] for e in box.db["email"]}))
     name = person.split(".")[0]
     latest = box.email__search_emails(query=name)[0]
     query = rng.choice(["Delete my last email from {n}.", "Remove the most recent email I received from {n}."])
@@ -111,7 +111,7 @@ def mail_forward(rng, box):
 
 
 def mail_reply(rng, box):
-    person = rng.choice(sorted({e["sender"] for e in box.db["email"]}))
+    person = rng.choice(sorted({e["sender/recipient"] for e in box.db["email"]}))
     name = person.split(".")[0]
     latest = box.email__search_emails(query=name)[0]
     body = rng.choice(["Thanks, looks great.", "Got it, I will follow up tomorrow.", "Can we discuss this Monday?"])
@@ -122,8 +122,8 @@ def mail_reply(rng, box):
 
 def an_plot(rng, box):
     since = str(NOW.date() - timedelta(days=rng.choice([7, 14, 30])))
-    value, kind = rng.choice(["total_visits", "engaged_users", "session_duration_seconds"]), rng.choice(PLOT_TYPES)
-    words = {"total_visits": "total visits", "engaged_users": "engaged users",
+    value, kind = rng.choice(["total_visits", "user_engaged", "session_duration_seconds"]), rng.choice(PLOT_TYPES)
+    words = {"total_visits": "total visits", "user_engaged": "engaged users",
              "session_duration_seconds": "session duration"}[value]
     query = f"Make a {kind} chart of {words} since {since}."
     return query, [_c("analytics.create_plot", time_min=since, time_max=TODAY, value_to_plot=value, plot_type=kind)]
@@ -185,8 +185,14 @@ def pm_move(rng, box):
                    _c("project_management.update_task", task_id=task["task_id"], field="list_name", new_value=to)]
 
 
+def _team(box) -> list[str]:
+    """The colleagues a task can be given to: WorkBench's create/update_task take only the tasks' assignees."""
+    assignees = {t["assigned_to_email"] for t in box.db["project_management"]}
+    return [p for p in PEOPLE if email_of(p) in assignees]
+
+
 def pm_create(rng, box):
-    person, board = rng.choice(PEOPLE), rng.choice(BOARDS)
+    person, board = rng.choice(_team(box)), rng.choice(BOARDS)
     name = rng.choice(["Audit logs", "Write tests", "Clean up CSS", "Load test checkout", "Draft roadmap"])
     due = str(NOW.date() + timedelta(days=rng.choice([7, 14])))
     query = f"Create a task '{name}' on the {board} board for {_first(person)}, due {due}, in the Backlog."
@@ -197,7 +203,7 @@ def pm_create(rng, box):
 
 def pm_reassign(rng, box):
     task = rng.choice(box.db["project_management"])
-    to = rng.choice([p for p in PEOPLE if email_of(p) != task["assigned_to_email"]])
+    to = rng.choice([p for p in _team(box) if email_of(p) != task["assigned_to_email"]])
     query = f"Give the task '{task['task_name']}' to {_first(to)}."
     return query, [_c("project_management.search_tasks", task_name=task["task_name"]), _find(to),
                    _c("project_management.update_task", task_id=task["task_id"], field="assigned_to_email",
@@ -234,7 +240,8 @@ def multi_email_meeting(rng, box):
     query = (f"Book a 30-minute meeting called '{topic} follow-up' tomorrow at {hour:02d}:00 with the sender of "
              f"my latest email about '{topic}'.")
     return query, [_c("email.search_emails", query=topic),
-                   _c("calendar.create_event", event_name=f"{topic} follow-up", participant_email=latest["sender"],
+                   _c("calendar.create_event", event_name=f"{topic} follow-up",
+                      participant_email=latest["sender/recipient"],
                       event_start=f"{TOMORROW} {hour:02d}:00:00", duration="30")]
 
 
