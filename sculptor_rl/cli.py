@@ -8,6 +8,8 @@ import logging
 import sys
 from pathlib import Path
 
+from . import logs
+
 log = logging.getLogger("sculptor_rl")
 
 
@@ -452,8 +454,7 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.setup(args.verbose)
     passthrough = getattr(args, "passthrough", False)
     if rest and not passthrough:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")

@@ -142,9 +142,41 @@ def bf16_is_fast() -> bool:
 
 def train_bf16(bf16: bool | None) -> bool | None:
     """A trainer's `bf16` setting as it should run here: off, with a warning, on a CPU that emulates bf16 (see
-    `bf16_is_fast`), where it would make training ~20x slower; unchanged elsewhere."""
+    `bf16_is_fast`), where it would make training ~20x slower; unchanged elsewhere. ValueError on a GPU without
+    bf16 (before Ampere): there the choice between fp16 and fp32 is the user's."""
+    import torch
+
+    if bf16 and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+        raise ValueError(f"bf16: {torch.cuda.get_device_name()} does not support it; set `bf16: false` (and "
+                         "`fp16: true` for half precision)")
     if bf16 and not bf16_is_fast():
         log.warning("bf16 off: this CPU has no native bf16 (AVX512-BF16 or AMX) and emulates it ~20x slower "
                     "than fp32; training in fp32")
         return False
     return bf16
+
+
+def context_length(model: str) -> int | None:
+    """The model's longest context (`max_position_embeddings` of its config; a multimodal model's text config), read
+    without loading weights. None where the config names none. OSError where the config cannot be read: a Hub id
+    that is not cached and cannot be fetched (offline, no access)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model)
+    config = getattr(config, "text_config", None) or config
+    return getattr(config, "max_position_embeddings", None)
+
+
+def check_context_length(model: str, max_model_len: int | None, name: str = "max_model_len") -> str:
+    """One line saying that `max_model_len` fits the model's context, or that it could not be checked. ValueError
+    when it is longer than the model's context: vLLM refuses to start with it."""
+    try:
+        limit = context_length(model)
+    except (OSError, ValueError) as e:
+        return f"{name}: NOT checked (the config of {model} could not be read: {' '.join(str(e).split())[:200]})"
+    if limit is None:
+        return f"{name}: NOT checked ({model}'s config names no max_position_embeddings)"
+    if max_model_len is not None and max_model_len > limit:
+        raise ValueError(f"{name} {max_model_len} is above {model}'s context of {limit} tokens "
+                         f"(max_position_embeddings): vLLM refuses to start; set {name} to at most {limit}")
+    return f"{name}: {max_model_len or limit} within {model}'s {limit} tokens"

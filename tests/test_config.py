@@ -68,7 +68,8 @@ def check_slurm(path: Path) -> None:
 
 CHECKS = {"configs/rl": check_rl, "configs/sft": check_sft, "configs/eval": check_eval, "configs/serve": check_serve,
           "configs/accelerate": check_accelerate, "configs/deepspeed": check_deepspeed, "slurm": check_slurm,
-          "configs/quickstart.yaml": check_pipeline, "configs/long_cpu.yaml": check_pipeline}
+          "configs/quickstart.yaml": check_pipeline, "configs/quickstart_gpu.yaml": check_pipeline,
+          "configs/long_cpu.yaml": check_pipeline}
 FILES = sorted(p for d in ("configs", "slurm") for p in (ROOT / d).rglob("*") if p.is_file())
 
 

@@ -138,6 +138,38 @@ def test_two_ranks_complete_sft_steps(zero, request):
 
 
 @pytest.mark.slow
+def test_lora_under_zero3_saves_the_merged_full_model(fmt, model_path, tmp_path):
+    """LoRA SFT under ZeRO-3 (2 ranks, parameters sharded): the final checkpoint is the whole model with the trained
+    adapters merged in, a plain HF checkpoint of the base's names and shapes."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    (job, argv), _ = sft_job(fmt, tmp_path)
+    launch("zero3", [(job, [*argv, "--use_peft", "true", "--lora_r", "4", "--lora_alpha", "8"])], 29536)
+    base = AutoModelForCausalLM.from_pretrained(model_path)
+    final = AutoModelForCausalLM.from_pretrained(tmp_path / "sft" / "final")
+    got, want = dict(final.named_parameters()), dict(base.named_parameters())
+    assert list(got) == list(want) and all(got[n].shape == p.shape for n, p in want.items())
+    moved = [n for n, p in want.items() if not torch.equal(got[n], p)]
+    assert moved and all("proj" in n for n in moved)  # the adapted linear layers, merged; nothing else
+
+
+@pytest.mark.slow
+def test_an_empty_step_moves_no_weight_under_deepspeed(tmp_path):
+    """skip_empty_updates under ZeRO-2 (2 ranks): DeepSpeed steps its optimizer inside backward, where the trainer
+    skips it for a step whose samples all have advantage 0 (beta 0). Two steps: the first has a signal and moves
+    the weights, the second leaves them as the first did (AdamW's momentum would move them: test_rl_loss)."""
+    launch("zero2", [("skip", ["--output_dir", str(tmp_path), "--engine", "hf", "--num_generations", "2",
+                               "--gradient_accumulation_steps", "1", "--save_strategy", "no", "--seed", "5",
+                               "--skip_empty_updates", "true", *COMMON, "--per_device_train_batch_size", "2",
+                               "--learning_rate", "1e-2", "--tasks", "unused.jsonl"])], 29535)
+    for rank in range(2):
+        report = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert report["update_skipped"] == [0.0, 1.0]
+        assert report["before"] != report["steps"][0] == report["steps"][1]
+
+
+@pytest.mark.slow
 def test_two_ranks_complete_an_rl_step(zero3):
     """ZeRO-3 only, one step (two steps under both stages took 7 min of the suite): parameters stay sharded even
     while the policy generates; ZeRO-2 shards less, and the SFT test above covers its launch."""
@@ -227,6 +259,45 @@ def shared_prefix_rank(argv: list[str]) -> None:
         "n_params": len(rel), "worst": worst}))
 
 
+def skip_rank(argv: list[str]) -> None:
+    """One rank of the `skip` job: two optimizer steps on replayed rounds, the second without signal; writes the
+    weights' digests after each step and the logged `update_skipped`."""
+    import torch.distributed as dist
+    from transformers import AutoModelForCausalLM, TrainerCallback
+    from trl import TrlParser
+
+    from sculptor_rl.agent.chat import ChatFormat
+    from sculptor_rl.models import resolve_model
+    from sculptor_rl.train.rl import SculptorGRPOConfig, SculptorGRPOTrainer
+    from test_rl_loss import cut_rollouts, tiny_model_dir
+
+    (cfg,) = TrlParser((SculptorGRPOConfig,)).parse_args_and_config(argv)
+    fmt = ChatFormat.from_pretrained(resolve_model(None))
+    path = Path(cfg.output_dir) / "tiny"
+    if dist.get_rank() == 0:  # transformers saves on the main process only
+        tiny_model_dir(len(fmt.tokenizer), path)
+    dist.barrier()
+    tasks = [{"id": f"t{k}", "task": "pi_llm", "messages": [{"role": "user", "content": str(k)}], "answer": {"k": "v"}}
+             for k in range(2)]
+    trainer = SculptorGRPOTrainer(AutoModelForCausalLM.from_pretrained(path), cfg, tasks, fmt.tokenizer, fmt)
+    samples = cut_rollouts(len(fmt.tokenizer), (1, 2))
+    rounds = iter([[1.0, -1.0, -1.0], [0.0, 0.0, 0.0]])
+    trainer._generate_round = lambda rows: trainer._micro_batches(samples, next(rounds))  # rollouts not under test
+    steps = []
+
+    class Snapshot(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kw):
+            steps.append(digest(model))
+
+    trainer.add_callback(Snapshot())
+    before = digest(trainer.model)
+    trainer.train()
+    skipped = [r["update_skipped"] for r in trainer.state.log_history if "update_skipped" in r]
+    Path(cfg.output_dir, f"rank{dist.get_rank()}.json").write_text(json.dumps({
+        "before": before, "steps": steps, "update_skipped": skipped}))
+    trainer.accelerator.free_memory()
+
+
 def train_rank(job: str, argv: list[str]):
     """One rank of an `sft` or `rl` job: trains, then writes what the rank saw. Returns the trainer."""
     import torch.distributed as dist
@@ -258,7 +329,7 @@ def train_rank(job: str, argv: list[str]):
     return trainer
 
 
-if __name__ == "__main__":  # one rank of a launch: `job flags [:: job flags ...]`, job one of sft, rl, grads
+if __name__ == "__main__":  # one rank of a launch: `job flags [:: job flags ...]`, job one of sft, rl, grads, skip
     import gc
 
     args = sys.argv[1:]
@@ -267,6 +338,8 @@ if __name__ == "__main__":  # one rank of a launch: `job flags [:: job flags ...
         job, argv, args = args[0], args[1:end], args[end + 1:]
         if job == "grads":
             shared_prefix_rank(argv)
+        elif job == "skip":
+            skip_rank(argv)
         else:
             trained = train_rank(job, argv)
             trained.accelerator.free_memory()  # the next job builds its own DeepSpeed engine

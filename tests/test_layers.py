@@ -21,6 +21,7 @@ ROOT = Path(sculptor_rl.__file__).parent
 # package (first part under sculptor_rl) -> (layer, group); one group per "sideways" unit of a layer
 LAYERS = {
     "toolcalls": (0, "toolcalls"), "config": (0, "config"), "jsonl": (0, "jsonl"), "models": (0, "models"), "stats": (0, "stats"),
+    "logs": (0, "logs"),  # the entry points' logging set-up
     "trajectory": (0, "trajectory"),  # the loop's output record: a data format, read by everything above
     "memory": (0, "memory"),  # cross-episode memory (MemToolAgent, ToolMem): a JSONL store and BM25 retrieval
     "acm": (1, "acm"), "tasks": (1, "tasks"), "memtool": (1, "tasks"), "engines": (1, "engines"),

@@ -53,3 +53,17 @@ def test_small_cpus_keep_no_core_for_the_vllm_scheduler_unless_told(monkeypatch,
         monkeypatch.setenv("VLLM_CPU_NUM_OF_RESERVED_CPU", preset)
     reserve_no_scheduler_core_on_small_cpus()
     assert os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU") == expected
+
+
+@pytest.mark.parametrize("config", [SculptorGRPOConfig, SculptorSFTConfig])
+def test_bf16_on_a_gpu_without_it_fails_when_the_config_is_read(monkeypatch, tmp_path, config):
+    """A pre-Ampere GPU: the choice between fp16 and fp32 is the user's, so the config fails in one line instead of
+    training in another precision than it says."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "Tesla V100-SXM2-32GB")
+    with pytest.raises(ValueError, match="bf16: Tesla V100-SXM2-32GB does not support it; set `bf16: false`"):
+        models.train_bf16(True)
+    assert models.train_bf16(False) is False

@@ -77,3 +77,88 @@ def test_validate_reports_a_bad_config_without_a_traceback(tmp_path, capsys):
         cli_main(["rl", "validate", "--config", str(bad)])
     err = capsys.readouterr().err
     assert e.value.code == 2 and "error:" in err and "num_generations" in err and "Traceback" not in err
+
+
+GPU_RECIPES = ["qwen3_0.6b_gspo.yaml", "qwen3_1.7b_gspo.yaml", "qwen3_4b_gspo_lora.yaml", "qwen3_8b_gspo.yaml",
+               "tamem_qwen3_8b.yaml"]
+
+
+@pytest.mark.parametrize("name", GPU_RECIPES)
+def test_gpu_recipe_validates_offline_saying_what_it_did_not_check(name, capsys, monkeypatch):
+    """The Hub cannot be reached in the tests: validate says which checks needed the model's files, and runs the
+    rest (report_to, precision, the config's own checks)."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    main(["validate", "--config", f"configs/rl/{name}"])
+    out = capsys.readouterr().out
+    assert "check        report_to: tensorboard (installed)" in out and "check        precision: bf16" in out
+    assert "max_model_len: NOT checked" in out and "chat template: NOT checked" in out and "config OK" in out
+
+
+def test_single_gpu_recipes_colocate_with_sleep_mode():
+    recipes = {n: yaml.safe_load((ROOT / "configs/rl" / n).read_text()) for n in GPU_RECIPES[:3]}
+    assert [r["model"] for r in recipes.values()] == ["Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-4B"]
+    assert all(r["vllm_mode"] == "colocate" and r["vllm_enable_sleep_mode"] and "deepspeed" not in r
+               for r in recipes.values())
+    assert [bool(r.get("use_peft")) for r in recipes.values()] == [False, False, True]  # full, full, LoRA
+
+
+def test_validate_fails_on_an_integration_that_is_not_installed(tmp_path, capsys):
+    """The Qwen3-8B recipe as it stood (report_to: [tensorboard, wandb], wandb not installed): one clear error
+    before any model loads, where it used to say "config OK" and fail in WandbCallback after loading 8B."""
+    from transformers.integrations import is_wandb_available
+
+    if is_wandb_available():
+        pytest.skip("wandb is installed here")
+    recipe = yaml.safe_load((ROOT / "configs/rl/qwen3_8b_gspo.yaml").read_text())
+    recipe["report_to"] = ["tensorboard", "wandb"]
+    path = tmp_path / "qwen3_8b_wandb.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    with pytest.raises(SystemExit) as e:
+        cli_main(["rl", "validate", "--config", str(path)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert "error: report_to: wandb is not installed (pip install 'sculptor-rl[wandb]'" in err
+
+
+def test_report_to_defaults_to_the_installed_integrations():
+    from transformers.integrations import get_available_reporting_integrations
+
+    expected = [n for n in ("tensorboard", "wandb", "trackio") if n in get_available_reporting_integrations()]
+    assert SculptorGRPOConfig(output_dir="/tmp/unused", tasks="t.jsonl", use_cpu=True).report_to == expected
+
+
+def test_validate_checks_max_model_len_and_the_template_against_the_model(tmp_path, capsys, model_path):
+    """On a local model: a max_model_len above its context fails (vLLM would refuse it), and a chat template that
+    cannot render tool turns is reported as a validation error."""
+    import shutil
+
+    base = dict(tasks="t.jsonl", output_dir=str(tmp_path / "out"), model=model_path, report_to="none")
+    good = tmp_path / "good.yaml"
+    good.write_text(yaml.safe_dump({**base, "max_model_len": 8192}))
+    main(["validate", "--config", str(good)])
+    out = capsys.readouterr().out
+    assert "max_model_len: 8192 within" in out and "the hermes parser reads both calls back" in out
+    qwen3 = tmp_path / "qwen3.yaml"  # the GPU recipes' template family (its official template, the same tokens)
+    qwen3.write_text(yaml.safe_dump({**base, "chat_template": str(ROOT / "tests/data/templates/qwen3.jinja")}))
+    main(["validate", "--config", str(qwen3)])
+    assert "the hermes parser reads both calls back" in capsys.readouterr().out
+
+    long = tmp_path / "long.yaml"
+    long.write_text(yaml.safe_dump({**base, "max_model_len": 131072}))
+    with pytest.raises(SystemExit) as e:
+        main(["validate", "--config", str(long)])
+    assert "max_model_len 131072 is above" in str(e.value.code) and "of 8192 tokens" in str(e.value.code)
+
+    broken = tmp_path / "broken-template"
+    shutil.copytree(model_path, broken, ignore=shutil.ignore_patterns("*.safetensors"))
+    (broken / "chat_template.jinja").write_text(  # renders calls (Hermes blocks), raises on a tool turn
+        "{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tool role') }}{% endif %}"
+        "{{ m.content }}{% for c in m.tool_calls or [] %}<tool_call>{{ c.function | tojson }}</tool_call>{% endfor %}"
+        "{% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**base, "model": str(broken), "parser": "hermes"}))
+    with pytest.raises(SystemExit) as e:
+        main(["validate", "--config", str(bad)])
+    assert "chat template: rendering a two-step tool conversation raised" in str(e.value.code)
+    assert "no tool role" in str(e.value.code)

