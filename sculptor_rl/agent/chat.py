@@ -60,7 +60,7 @@ class ChatFormat:
         # the template itself closes a turn with, which a checkpoint's eos may not be (a GGUF converted by some
         # transformers versions says <|endoftext|> where ChatML turns end in <|im_end|>)
         turn_end = self._turn_end()
-        self.stop_ids = list(dict.fromkeys([self.eos_id, *extra_stop_ids, *([turn_end] if turn_end is not None else [])]))
+        self.stop_ids = list(dict.fromkeys([self.eos_id, *extra_stop_ids, *([] if turn_end is None else [turn_end])]))
         self.stop_texts = tokenizer.convert_ids_to_tokens(self.stop_ids)
         self.end_id = self.eos_id if turn_end is None else turn_end  # closes a turn known only as text
         self._call_shape = self._call_dialect()
@@ -208,9 +208,9 @@ class ChatFormat:
             start = full.rindex(gen[prompt_end:]) + len(gen) - prompt_end  # the turn follows the generation prompt
         if start < prompt_end:
             raise ValueError("this chat template renders earlier text differently once an assistant turn follows "
-                             "(Mistral Nemo's moves the system message; DeepSeek's put a call after tool outputs inside "
-                             "the outputs block), so the turn cannot be cut out of it; set `chat_template` to an "
-                             "append-only one")
+                             "(Mistral Nemo's moves the system message; DeepSeek's put a call after tool outputs "
+                             "inside the outputs block), so the turn cannot be cut out of it; set `chat_template` to "
+                             "an append-only one")
         body = full[start:]
         ends = [(body.find(s), s) for s in self.stop_texts if s in body]
         if ends:
@@ -234,7 +234,8 @@ class ChatFormat:
             {"id": f"call0000{k}", "type": "function", "function": {"name": f"probe_tool_{k}zq", "arguments": {}}}
             for k in range(2)]}
         try:
-            shown = self.text([{"role": "user", "content": "hi"}, two], add_generation_prompt=False, tools=[_PROBE_TOOL])
+            shown = self.text([{"role": "user", "content": "hi"}, two], add_generation_prompt=False,
+                              tools=[_PROBE_TOOL])
         except Exception:  # jinja2 raises many kinds, the template's raise_exception among them (Llama 3.x)
             return True
         return "probe_tool_1zq" not in shown  # gpt-oss renders a turn's first call only

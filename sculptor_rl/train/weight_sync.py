@@ -35,7 +35,10 @@ def sync_method(engine_kind: str, vllm_mode: str, engine) -> str:
         return "shared-directory"
     if vllm_mode == "server":
         return "server"
-    return "in-memory" if getattr(engine, "loads_in_memory", False) else "directory"
+    if getattr(engine, "loads_in_memory", False):
+        return "in-memory"
+    # an engine that holds no weights of the policy (an endpoint, a scripted policy) is not synced, as before
+    return "directory" if hasattr(engine, "reload_weights") else "none"
 
 
 def named_weights(model, dist_backend) -> Iterator[tuple[str, torch.Tensor]]:
