@@ -78,7 +78,6 @@ from ..agent.chat import ChatFormat
 from ..agent.loop import LoopConfig, run_rollouts
 from .. import logs
 from ..config import parse_command
-from ..logs import log_start
 from ..engines import SamplingConfig, make_engine
 from ..envs import ENVS, RewardConfig, make_env_factory, params_of
 from ..envs.memtoolagent import engine_reflector, round_entries, rule_reflector
@@ -636,7 +635,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     dry_run = argv[:1] == ["validate"]
     logs.setup()
-    log_start("rl validate" if dry_run else "rl")
+    logs.log_start("rl validate" if dry_run else "rl")
     if dry_run and not torch.cuda.is_available():  # validating a GPU config here: skip TrainingArguments' device checks
         argv.append("--use_cpu=true")
     try:

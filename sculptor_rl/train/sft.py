@@ -23,9 +23,8 @@ import torch
 from trl import SFTConfig, SFTTrainer
 
 from .. import logs
-from ..config import parse_command
-from ..logs import log_start
 from ..agent.chat import ChatFormat
+from ..config import parse_command
 from ..models import resolve_model, train_bf16
 from ..samples import check_tokenizer, read_samples, trim
 from .curves import CurvesCallback
@@ -235,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
     import sys
 
     logs.setup()
-    log_start("sft")
+    logs.log_start("sft")
     try:
         cfg = parse_command(SculptorSFTConfig, list(sys.argv[1:] if argv is None else argv), prog="sculptor-rl sft")
     except ValueError as e:  # an unknown key or a wrong type in the config file, or the config's own checks
