@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from sculptor_rl.agent.loop import assistant_turn
 from sculptor_rl.envs.teachers import ScriptedTeacher
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -96,10 +97,10 @@ def assert_prompts_show_the_workspace(traj, env, fmt) -> None:
         assert fmt.tokenizer.decode(step.prompt_ids) == fmt.text(env.render(), add_generation_prompt=True,
                                                                  tools=env.tools)
         parsed = fmt.parser.parse(step.text, env.tools)
-        calls = [{"id": f"call{n + k:05d}", "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                 for k, c in enumerate(c for c in parsed.calls if c.error is None)]
+        message = assistant_turn(parsed, n)
+        calls = message.get("tool_calls", [])
         n += len(calls)
-        env.append({"role": "assistant", "content": parsed.content, **({"tool_calls": calls} if calls else {})})
+        env.append(message)
         ids = iter(calls)
         for call in step.calls:  # a block that could not be parsed (no name) was answered by the loop, not the env
             if call["name"] is None:

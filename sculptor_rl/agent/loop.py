@@ -19,10 +19,11 @@ from tqdm.auto import tqdm
 
 from ..engines.base import Completion, Engine, Request
 from ..envs.base import Env
+from ..toolcalls import ParsedCompletion
 from ..trajectory import Step, Trajectory
 from .chat import ChatFormat
 
-__all__ = ["LoopConfig", "run_rollouts"]
+__all__ = ["LoopConfig", "assistant_turn", "run_rollouts"]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,15 @@ def _with_ids(message: dict, first: int) -> dict:
              for k, call in enumerate(message.get("tool_calls") or [])]
     message = {k: v for k, v in message.items() if k != "tool_calls"}  # no empty list: Llama 3.1 raises on it
     return {**message, "tool_calls": calls} if calls else message
+
+
+def assistant_turn(parsed: ParsedCompletion, first: int) -> dict:
+    """The structured assistant message of a parsed completion, as the loop appends it: its content, its
+    reasoning, and its well-formed calls with ids (`_with_ids`, numbered from `first`)."""
+    calls = [{"function": {"name": c.name, "arguments": c.arguments}, **({"id": c.id} if c.id else {})}
+             for c in parsed.calls if c.error is None]
+    reasoning = {"reasoning_content": parsed.reasoning} if parsed.reasoning is not None else {}
+    return _with_ids({"role": "assistant", "content": parsed.content, "tool_calls": calls, **reasoning}, first)
 
 
 def _run_calls(r: _Live, calls: list[dict], errors: list[str], cfg: LoopConfig, example: str) -> list[dict]:
@@ -152,19 +162,16 @@ def run_rollouts(
             else:
                 ids = fmt.completion_ids(out.text)
             text = fmt.decode(ids)
+            turn_text = fmt.strip_stop(text)
             generated, steps = generated + len(ids), steps + 1
-            parsed = fmt.parser.parse(fmt.strip_stop(text), r.env.tools)
-            calls = [{"function": {"name": c.name, "arguments": c.arguments}, **({"id": c.id} if c.id else {})}
-                     for c in parsed.calls if c.error is None]
-            message = _with_ids({"role": "assistant", "content": parsed.content, "tool_calls": calls,
-                                 **({"reasoning_content": parsed.reasoning} if parsed.reasoning is not None else {})},
-                                r.calls)
-            r.calls += len(calls)
+            parsed = fmt.parser.parse(turn_text, r.env.tools)
+            message = assistant_turn(parsed, r.calls)
             calls = message.get("tool_calls", [])
+            r.calls += len(calls)
             # a template that renders no calls (Phi-4-mini's) shows the turn as the model wrote it
-            r.env.append(message if fmt.renders_calls else {"role": "assistant", "content": fmt.strip_stop(text)})
-            step = Step(prompt_ids=req.prompt_ids, completion_ids=ids, logprobs=out.logprobs,
-                        text=fmt.strip_stop(text), finish_reason=out.finish_reason)
+            r.env.append(message if fmt.renders_calls else {"role": "assistant", "content": turn_text})
+            step = Step(prompt_ids=req.prompt_ids, completion_ids=ids, logprobs=out.logprobs, text=turn_text,
+                        finish_reason=out.finish_reason)
             r.steps.append(step)
             r.seen = (req.prompt_ids + ids, r.prompt_text + text)
             if parsed.calls:
