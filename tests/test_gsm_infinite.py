@@ -9,10 +9,9 @@ from pathlib import Path
 from statistics import mean
 
 import pytest
-from test_teachers import MAX_CALLS, rollout
+from test_teachers import MAX_CALLS, fold_before_the_answer, rollout
 
 from sculptor_rl import tasks
-from sculptor_rl.acm import Workspace
 from sculptor_rl.cli import main
 from sculptor_rl.envs.teachers import GSM_CALLS, SEARCH_ARGS
 from sculptor_rl.tasks import gsm_infinite as gi
@@ -211,13 +210,7 @@ def test_teacher_answers_from_the_visible_context():
     (task,) = gi.generate(1, seed=3)
     user = task["messages"][0]["content"]
     asked = next(m for m in gi.STATEMENT.finditer(user) if m["q"] == task["meta"]["quantity"])
-    markers = {"start_marker": asked[0], "end_marker": user[asked.end()], "num_fragments": 1}
-
-    def hide(ws: Workspace, calls: list) -> None:
-        if calls[-1].name == "fold_fragment":  # the teacher's last step: it answers next
-            made = ws.call("fragment_context", markers)
-            ws.call("fold_fragment", {"fragment_id": re.search(r"^- (f[a-z0-9]{5}):", made, re.M)[1]})
-
+    hide = fold_before_the_answer({"start_marker": asked[0], "end_marker": user[asked.end()]})
     assert rollout(task).score == 1.0
     hidden = rollout(task, hide)
     assert hidden.score == 0.0 and hidden.transcript[-1]["content"] == "Answer: unknown"

@@ -130,19 +130,25 @@ def test_a_context_the_teachers_cannot_fold_is_a_clear_error():
         rollout({**record, "meta": {k: v for k, v in record["meta"].items() if k != "person"}})
 
 
+def fold_before_the_answer(markers: dict) -> Callable[[Workspace, list], None]:
+    """A `rollout` hook that fragments and folds the span `markers` name after the teacher's folds, just before it
+    answers (its answer must then come from what is left visible)."""
+
+    def hide(ws: Workspace, calls: list) -> None:
+        if calls[-1].name == "fold_fragment":  # the teacher's last step: it answers next
+            made = ws.call("fragment_context", {**markers, "num_fragments": 1})
+            ws.call("fold_fragment", {"fragment_id": re.search(r"^- (f[a-z0-9]{5}):", made, re.M)[1]})
+
+    return hide
+
+
 def test_answer_comes_from_the_visible_context():
     """Folding the kept fact just before the teacher answers makes its answer wrong: it reads the context."""
     task = tasks.generate("babilong", 1, seed=3)[0]
     user = task["messages"][0]["content"]
     fact = [m for m in tasks.babilong.FACT.finditer(user) if m["person"] == task["meta"]["person"]][-1]
     # The fact is unique; the end marker is the character after it (it must follow the start marker).
-    markers = {"start_marker": fact[0], "end_marker": user[fact.end()], "num_fragments": 1}
-
-    def hide_fact(ws: Workspace, calls: list) -> None:
-        if calls[-1].name == "fold_fragment":  # the teacher's last step: it answers next
-            made = ws.call("fragment_context", markers)
-            ws.call("fold_fragment", {"fragment_id": re.search(r"^- (f[a-z0-9]{5}):", made, re.M)[1]})
-
+    hide_fact = fold_before_the_answer({"start_marker": fact[0], "end_marker": user[fact.end()]})
     assert rollout(task).score == 1.0
     assert rollout(task, hide_fact).score == 0.0
 
