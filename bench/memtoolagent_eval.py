@@ -19,14 +19,14 @@ from pathlib import Path
 
 from sculptor_rl.agent.chat import ChatFormat
 from sculptor_rl.agent.loop import LoopConfig
-from sculptor_rl.crossepisode import DriverConfig, engine_reflector, rule_reflector, run_rounds
+from sculptor_rl.crossepisode import DriverConfig, run_rounds
+from sculptor_rl.envs.llm import policy_llm
 from sculptor_rl.engines import SamplingConfig, make_engine
-from sculptor_rl.envs import ENVS
-from sculptor_rl.envs.teachers import ScriptedTeacher
+from sculptor_rl.envs.teacher import ScriptedTeacher
 from sculptor_rl.eval.run import EvalConfig, evaluate
 from sculptor_rl.models import resolve_model
 from sculptor_rl.stats import mcnemar_exact
-from sculptor_rl.tasks import generate
+from sculptor_rl.envs.tasks import generate
 from sculptor_rl.trajectory import read_trajectories
 
 PAPER = ("Paper (Claude 3.7 Sonnet, embeddings): WorkBench outcome accuracy 57 % without memory -> 85 % with "
@@ -114,7 +114,7 @@ def main() -> None:
             store, rounds = run_rounds(train, engine, fmt, DriverConfig(
                 memory=str(own), out=str(out / "rounds"), rounds=2, loop=loop,
                 environment_params={**params, "retrieval": "dynamic"}),
-                engine_reflector(engine, fmt, ENVS["memtoolagent"].tools, max_new_tokens=128))
+                policy_llm(engine, fmt, max_new_tokens=128))
             built = {"entries": len(store), "right": sum(e["feedback"] for e in store.entries),
                      "per_round": [sum(t.score == 1.0 for t in r) / len(r) for r in rounds]}
             built_file.write_text(json.dumps(built) + "\n")
@@ -124,7 +124,7 @@ def main() -> None:
             teacher = out / "memory_teacher.jsonl"
             teacher.unlink(missing_ok=True)  # rebuilt whole (no model: a second), never added to
             run_rounds(train, ScriptedTeacher(train), fmt, DriverConfig(memory=str(teacher), out=str(
-                out / "rounds_teacher"), rounds=1, loop=loop, environment_params=params), rule_reflector)
+                out / "rounds_teacher"), rounds=1, loop=loop, environment_params=params))
             evaluate(dataclasses.replace(cfg, out=str(out / "eval_teacher"), modes=["topk", "dynamic"],
                                          environment_params={**params, "memory": str(teacher)}), engine=engine)
     finally:

@@ -33,7 +33,7 @@ def main() -> None:
     from sculptor_rl.engines.base import Request
     from sculptor_rl.models import resolve_model
     from sculptor_rl.envs import make_env_factory
-    from sculptor_rl.tasks import generate
+    from sculptor_rl.envs.tasks import generate
 
     model = resolve_model(args.model)
     fmt = ChatFormat.from_pretrained(model)

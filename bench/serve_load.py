@@ -27,8 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from sculptor_rl.acm import TOOL_SCHEMAS  # noqa: E402 - needs the sys.path line above
-from sculptor_rl.envs import ACM_SYSTEM_PROMPT as SYSTEM_PROMPT  # noqa: E402
-from sculptor_rl.tasks.common import NOUNS, VERBS  # noqa: E402
+from sculptor_rl.envs.acm import ACM_SYSTEM_PROMPT as SYSTEM_PROMPT  # noqa: E402
+from sculptor_rl.longcontext.common import NOUNS, VERBS  # noqa: E402
 
 
 def make_request(i: int, context_tokens: int, seed: int = 0) -> tuple[list[dict], str]:
@@ -120,7 +120,7 @@ def reference(engine, fmt, requests: int, context_tokens: int, max_tokens: int, 
     """The same requests through `run_rollouts` on the engine directly, as training runs them: (wall s, answers).
     Both runs start from an empty prefix cache but for the shared system prompt."""
     from sculptor_rl.agent.loop import LoopConfig, run_rollouts
-    from sculptor_rl.envs import AcmEnv
+    from sculptor_rl.envs.acm import AcmEnv
 
     def tasks(messages):  # the ACM environment gives the system prompt, as the server's does
         return [{"id": str(i), "messages": m} for i, m in enumerate(messages)]

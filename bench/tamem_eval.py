@@ -17,10 +17,10 @@ from pathlib import Path
 
 from sculptor_rl.agent.chat import ChatFormat
 from sculptor_rl.engines import SamplingConfig, make_engine
-from sculptor_rl.envs.tamem import extract_notes
+from sculptor_rl.envs.tamem.env import extract_notes
 from sculptor_rl.eval.run import EvalConfig, evaluate, eval_tasks, model_labels
 from sculptor_rl.models import resolve_model
-from sculptor_rl.tamem import metrics
+from sculptor_rl.envs.tamem import metrics
 from sculptor_rl.trajectory import read_trajectories
 
 

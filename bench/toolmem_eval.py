@@ -35,7 +35,7 @@ import argparse
 import json
 from pathlib import Path
 
-from sculptor_rl.toolmem.memory import INDUCTIONS
+from sculptor_rl.envs.toolmem.memory import INDUCTIONS
 
 PAPER = "paper (GPT-4o-mini): MAE -14.8 % (text) / -28.7 % (image) vs GENERIC; selection accuracy +21 / +24 points"
 
@@ -131,18 +131,18 @@ def main() -> None:
 
     from sculptor_rl.agent.chat import ChatFormat
     from sculptor_rl.engines import SamplingConfig, make_engine
-    from sculptor_rl.envs.teachers import ScriptedTeacher
-    from sculptor_rl.envs.toolmem import build_memory
+    from sculptor_rl.envs.teacher import ScriptedTeacher
+    from sculptor_rl.envs.toolmem.env import build_memory
     from sculptor_rl.eval.run import EvalConfig, eval_tasks, evaluate
     from sculptor_rl.jsonl import write_jsonl
     from sculptor_rl.models import resolve_model
-    from sculptor_rl.toolmem.experiences import generate_experiences
+    from sculptor_rl.envs.toolmem.experiences import generate_experiences
 
     out, path = Path(args.out), resolve_model(args.model)
     data, records = None, []
     if args.eval_run:
-        from sculptor_rl.toolmem.eval_runs import eval_run_experiences, split_by_task
-        from sculptor_rl.toolmem.family import capability_order, from_experiences
+        from sculptor_rl.envs.toolmem.eval_runs import eval_run_experiences, split_by_task
+        from sculptor_rl.envs.toolmem.family import capability_order, from_experiences
 
         train, test = split_by_task(eval_run_experiences(args.eval_run, args.tasks), args.test_fraction,
                                     args.split_seed)

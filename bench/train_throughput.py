@@ -79,7 +79,7 @@ def quickstart_samples(n: int, model: str | None = None):
     from sculptor_rl.models import resolve_model
     from sculptor_rl.rollout import RolloutConfig, rollout
     from sculptor_rl.samples import policy_samples
-    from sculptor_rl.tasks import generate
+    from sculptor_rl.envs.tasks import generate
 
     quickstart = yaml.safe_load(Path(__file__).resolve().parents[1].joinpath("configs/quickstart.yaml").read_text())
     fmt = ChatFormat.from_pretrained(resolve_model(model))  # the tokenizer and chat template only

@@ -43,8 +43,8 @@ def cmd_model_prepare(args) -> None:
 
 
 def cmd_data_generate(args) -> None:
-    from .tasks import generate
-    from .tasks import write_jsonl
+    from .envs.tasks import generate
+    from .jsonl import write_jsonl
 
     records = generate(args.task, args.num, args.seed, **dict(args.param))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -53,27 +53,15 @@ def cmd_data_generate(args) -> None:
 
 
 def _imported(args) -> list[dict]:
-    """The records of `--format`/`--in`/`--param` (data import, data check)."""
-    from .tasks.importers import import_benchmark
+    """The records of `--format`/`--in`/`--param` (data import, data check): the importer of the environment
+    package that owns the format (`envs.registry`)."""
+    from .envs.registry import import_records
 
-    options = dict(args.param)
-    own = {"workbench": ["database"], "nestful": ["spec"], "locomo": []}  # importers outside tasks.importers
-    if args.format not in own:
-        return import_benchmark(args.format, args.inp, **options)
-    if set(options) - set(own[args.format]):
-        raise ValueError(f"unknown {args.format} option {sorted(set(options) - set(own[args.format]))[0]!r} "
-                         f"(known: {', '.join(own[args.format]) or 'none'})")
-    if args.format == "locomo":
-        from .tamem.locomo import records
-
-        return records(args.inp)
-    from .workbench.importers import import_nestful, import_workbench
-
-    return (import_workbench if args.format == "workbench" else import_nestful)(args.inp, **options)
+    return import_records(args.format, args.inp, **dict(args.param))
 
 
 def cmd_data_import(args) -> None:
-    from .tasks import write_jsonl
+    from .jsonl import write_jsonl
 
     records = _imported(args)
     write_jsonl(records, args.out)
@@ -81,7 +69,7 @@ def cmd_data_import(args) -> None:
 
 
 def cmd_data_check(args) -> None:
-    from .tasks.check import check, report
+    from .envs.check import check, report
 
     result = check(_imported(args))
     print(report(result, f"{args.format} {args.inp}"))
@@ -91,31 +79,28 @@ def cmd_data_check(args) -> None:
 
 def cmd_memory_build(args) -> None:
     from .agent.chat import ChatFormat
-    from .crossepisode import DriverConfig, engine_reflector, rule_reflector, run_rounds
-    from .engines import make_engine
-    from .envs import ENVS
+    from .crossepisode import DriverConfig, run_rounds
+    from .envs.llm import endpoint_llm, policy_llm
+    from .envs.tasks import load_tasks
     from .models import resolve_model
     from .rollout import rollout_engine
-    from .tasks.io import load_tasks
 
-    tasks = load_tasks(args.data, limit=args.limit)
+    args.environment = args.environment or "memtoolagent"  # an environment that keeps a memory across episodes
+    tasks = load_tasks(args.data, limit=args.limit, environment=args.environment)
     cfg = _rollout_config(args, args.engine)
     fmt = ChatFormat.from_pretrained(resolve_model(args.model))
     engine = rollout_engine(cfg, fmt, tasks)
-    tools = ENVS["memtoolagent"].tools
+    llm = None  # rules (and none): the environment's offline critique
     if args.reflect == "policy":
-        reflect = engine_reflector(engine, fmt, tools)
+        llm = policy_llm(engine, fmt)
     elif args.reflect == "openai":
         if not (args.reflect_base_url and args.reflect_model):
             raise ValueError("--reflect openai needs --reflect-base-url and --reflect-model")
-        reflect = engine_reflector(make_engine("openai", args.reflect_model, fmt, base_url=args.reflect_base_url,
-                                               api_key=args.api_key), fmt, tools)
-    else:
-        reflect = rule_reflector if args.reflect == "rules" else None
-    driver = DriverConfig(memory=args.memory, out=args.out, rounds=args.rounds,
+        llm = endpoint_llm(args.reflect_base_url, args.reflect_model, args.api_key)
+    driver = DriverConfig(memory=args.memory, out=args.out, rounds=args.rounds, environment=args.environment,
                           environment_params=dict(args.environment_param), num_generations=args.num_generations,
                           loop=cfg.loop, seed=args.seed)
-    store, rounds = run_rounds(tasks, engine, fmt, driver, reflect)
+    store, rounds = run_rounds(tasks, engine, fmt, driver, llm, critique=args.reflect != "none")
     right = [sum(t.score == 1.0 for t in trajs) / len(trajs) for trajs in rounds]
     print(f"{len(rounds)} rounds, outcome accuracy per round: {', '.join(f'{r:.2f}' for r in right)}; "
           f"{args.memory} holds {len(store)} entries")
@@ -129,8 +114,9 @@ def _rollout_config(args, engine: str):
     return RolloutConfig(
         engine=engine, model=args.model, teacher_model=getattr(args, "teacher_model", None),
         base_url=getattr(args, "base_url", None), api_key=getattr(args, "api_key", "EMPTY"),
-        num_generations=args.num_generations, seed=args.seed, environment=args.environment,
-        environment_params=dict(args.environment_param),
+        num_generations=args.num_generations, seed=args.seed, environment=args.environment or "acm",
+        environment_params=dict(args.environment_param), summarizer=args.summarizer or "extractive",
+        summarizer_url=args.summarizer_url, summarizer_model=args.summarizer_model,
         sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p, seed=args.seed),
         loop=LoopConfig(max_tool_calls=args.max_tool_calls, max_new_tokens=args.max_new_tokens,
                         max_context_tokens=args.max_context_tokens, **_template(args)),
@@ -141,15 +127,16 @@ def _run_and_write(args, engine: str, keep=lambda t: True) -> None:
     from .jsonl import write_atomic
     from .metrics import format_table, summarize_by_task
     from .rollout import rollout_to_file
-    from .tasks.io import load_tasks
+    from .envs.tasks import load_tasks
 
-    tasks = load_tasks(args.data, limit=args.limit)
+    args.environment = args.environment or "acm"
+    tasks = load_tasks(args.data, limit=args.limit, environment=args.environment)
     trajs = rollout_to_file(tasks, _rollout_config(args, engine), args.out, keep, chunk_size=args.chunk_size)
     summary = summarize_by_task(trajs)
     write_atomic(Path(args.out).with_suffix(".summary.json"), json.dumps(summary, indent=2))
     print(format_table(summary))
     if args.environment == "memtool":
-        from .memtool import metrics as memtool_metrics
+        from .envs.memtool import metrics as memtool_metrics
 
         print(memtool_metrics.format_table(memtool_metrics.summarize(trajs)))
     print(f"wrote {sum(map(keep, trajs))} of {len(trajs)} trajectories to {args.out}")
@@ -202,7 +189,8 @@ def cmd_inspect(args) -> None:
 
 
 def cmd_eval(args) -> None:
-    from .eval.report import accuracy_table, memtool_table
+    from .envs import env_class
+    from .eval.report import accuracy_table
     from .eval.run import EvalConfig, evaluate
 
     flags = dict(models=args.model, tasks=args.tasks.split(",") if args.tasks else None,
@@ -210,13 +198,14 @@ def cmd_eval(args) -> None:
                  split=args.split, out=args.out, engine=args.engine, seed=args.seed,
                  context_budget=args.context_budget, environment=args.environment, max_new_tokens=args.max_new_tokens,
                  max_tool_calls=args.max_tool_calls, temperature=args.temperature, chat_template=args.chat_template,
-                 chat_template_kwargs=dict(args.chat_template_kwarg) or None, parser=args.parser)
+                 chat_template_kwargs=dict(args.chat_template_kwarg) or None, parser=args.parser,
+                 summarizer=args.summarizer, summarizer_url=args.summarizer_url, summarizer_model=args.summarizer_model)
     cfg = EvalConfig.from_yaml(args.config, **flags)
     cfg.environment_params = {**cfg.environment_params, **dict(args.environment_param)}
     results = evaluate(cfg)
     print(accuracy_table(results))
-    if cfg.environment == "memtool":
-        print(memtool_table(results))
+    for part in env_class(cfg.environment).report(results):  # the env's own section (MemTool's Table 2)
+        print(part)
     print(f"wrote results.json, results.md and plots to {cfg.out}")
 
 
@@ -286,8 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     data = sub.add_parser("data", help="tasks").add_subparsers(dest="what", required=True)
     gen = data.add_parser("generate", help="generate tasks offline (deterministic by seed)")
-    from .tasks import ALL_FAMILIES  # pure Python, cheap: the help lists every family the generator knows
-    gen.add_argument("--task", required=True, choices=sorted(ALL_FAMILIES))
+    from .envs.registry import family_names, importer_names  # nothing imported: the help lists every name
+    gen.add_argument("--task", required=True, choices=sorted(family_names()))
     gen.add_argument("--num", type=int, default=100)
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--out", required=True)
@@ -295,9 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a generator parameter, e.g. keys=4 updates=16 (repeatable)")
     gen.set_defaults(fn=cmd_data_generate)
     source = argparse.ArgumentParser(add_help=False)
-    source.add_argument("--format", required=True, choices=["pi_llm", "needlebench", "mrcr", "babilong",
-                                                            "longbench_v2", "frames", "gsm_infinite", "workbench",
-                                                            "nestful", "locomo"])
+    source.add_argument("--format", required=True, choices=importer_names())
     source.add_argument("--in", dest="inp", required=True, help=".jsonl, .json, .parquet, .csv, .tsv, a datasets "
                         "save_to_disk directory, or the release's own folder (workbench, nestful)")
     source.add_argument("--param", type=_param, action="append", default=[], metavar="K=V",
@@ -319,7 +306,13 @@ def build_parser() -> argparse.ArgumentParser:
                           help="passed to the chat template, e.g. enable_thinking=false (repeatable)")
     template.add_argument("--parser", default=None, help="the tool-call format: auto (the chat template's) or "
                           "hermes, llama3_json, mistral, qwen3_coder, glm45, deepseek_v3, harmony")
-    run = argparse.ArgumentParser(add_help=False, parents=[template])
+    llm = argparse.ArgumentParser(add_help=False)  # what the environments ask for an LLM (envs.llm)
+    llm.add_argument("--summarizer", default=None, choices=["extractive", "policy", "endpoint"],
+                     help="summarize_fragment's LLM: the offline extractive stand-in (default), the policy's own "
+                          "engine, or an OpenAI-compatible endpoint")
+    llm.add_argument("--summarizer-url", default=None, help="summarizer endpoint: its base URL")
+    llm.add_argument("--summarizer-model", default=None, help="summarizer endpoint: the served model name")
+    run = argparse.ArgumentParser(add_help=False, parents=[template, llm])
     run.add_argument("--model", default=None, help="HF model id or path (default: the embedded SmolLM2-135M)")
     run.add_argument("--data", required=True, help="tasks: .jsonl, .parquet or a datasets name")
     run.add_argument("--out", required=True, help="trajectories .jsonl (a .summary.json is written beside it); "
@@ -334,8 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-new-tokens", type=int, default=512)
     run.add_argument("--max-tool-calls", type=int, default=20)
     run.add_argument("--max-context-tokens", type=int, default=131072)
-    run.add_argument("--environment", default="acm", help="the environment (sculptor_rl.envs: acm, memtool, full, "
-                     "truncate, bm25; default: acm)")
+    run.add_argument("--environment", default=None, help="the environment: a built-in (acm, memtool, tamem, "
+                     "memtoolagent, toolmem, full, truncate, bm25), an import path package.module:Class or an installed "
+                     "entry point (default: acm; memory build: memtoolagent)")
     run.add_argument("--environment-param", type=_param, action="append", default=[], metavar="K=V",
                      help="an environment parameter, e.g. mode=workflow limit=128 (memtool; repeatable)")
 
@@ -369,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "endpoint, the offline rule critique (no LLM), or nobody")
     mb.add_argument("--reflect-base-url", help="--reflect openai: the endpoint")
     mb.add_argument("--reflect-model", help="--reflect openai: the served model name")
-    mb.set_defaults(fn=cmd_memory_build)  # the driver runs the memtoolagent env (--environment is not read)
+    mb.set_defaults(fn=cmd_memory_build)
 
     sa = sub.add_parser("samples", parents=[template],
                         help="Algorithm 1: trajectories → training samples with loss masks")
@@ -386,7 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("--plain", action="store_true", help="mark trained text with [[ ]] even on a terminal")
     ins.set_defaults(fn=cmd_inspect)
 
-    ev = sub.add_parser("eval", parents=[template],
+    ev = sub.add_parser("eval", parents=[template, llm],
                         help="evaluate checkpoints in an environment's modes: ACM vs full/truncate/bm25 "
                         "baselines (default), MemTool's modes, ...; tables, plots")
     ev.add_argument("--config", help="YAML settings (configs/eval/); the flags below override them")

@@ -1,20 +1,13 @@
-"""MemToolAgent's cross-episode driver: tasks run in rounds, the memory updated between rounds (§3).
+"""Cross-episode rounds: tasks run in rounds, the environment's memory updated between rounds (MemToolAgent §3).
 
 Round r takes the next chunk of tasks in order (its trajectories: `OUT/round_<r>.trajectories.jsonl`). Before
 it, the store is frozen into a snapshot file (`OUT/round_<r>.memory.jsonl`, written once, never changed), and
-every rollout of the round, every rollout of a GRPO group with them, reads that file (`memtoolagent` env,
-`memory=` the snapshot). After the round each task adds one entry m = (q, a, f, r) (§3): its query, the calls its
-rollout made, the feedback f = the outcome (1 right, 0 wrong), and for f = 0 a reflection (§3.2, the paper's
-Figure 6 prompt) from `reflect`. With several rollouts per task, the entry is a successful one if any, else the
-first. The store is saved (atomically) after every round, so `eval`, `rl` and `serve` can start from it
-(`--environment-param memory=PATH`).
-
-Reflections come from an LLM: `engine_reflector(engine, fmt)` asks any engine (the policy's own, or an
-OpenAI-compatible endpoint's `openai` engine) with the Figure 6 prompt. `rule_reflector` is the offline stand-in
-for tests and runs without a model: it lists the calls that failed and their errors, and says so ("Automatic
-critique, no LLM"); it is never presented as an LLM's reflection. Both, and the entries a round adds
-(`round_entries`), live in `sculptor_rl.envs.memtoolagent`, shared with the RL trainer, which grows the memory
-between its own generation rounds (`memory_updates`).
+every rollout of the round, every rollout of a GRPO group with them, reads that file (the env's `memory=`
+parameter). After the round the environment's `memory_entries` hook gives the entries it adds (MemToolAgent: one
+per task, m = (q, a, f, r), failures critiqued by the run's LLM, `envs.llm`, or the env's labelled offline
+stand-in). The store is saved (atomically) after every round, so `eval`, `rl` and `serve` can start from it
+(`--environment-param memory=PATH`). The RL trainer grows the memory between its own generation rounds the same
+way (`memory_updates`).
 """
 
 from __future__ import annotations
@@ -25,23 +18,22 @@ from pathlib import Path
 
 from .agent.chat import ChatFormat
 from .agent.loop import LoopConfig, run_rollouts
-from .envs import RewardConfig, make_env_factory, params_of
-from .envs.memtoolagent import Reflector, engine_reflector, round_entries, rule_reflector
-from .memory import MemoryStore, check_entry
+from .envs import RewardConfig, env_class, make_env_factory, params_of
+from .memory import MemoryStore
 from .trajectory import Trajectory, write_trajectories
 
 log = logging.getLogger(__name__)
 
-# the reflectors live with the env (`envs.memtoolagent`, shared with the RL trainer), named here for the driver's users
-__all__ = ["DriverConfig", "engine_reflector", "rule_reflector", "run_rounds"]
+__all__ = ["DriverConfig", "run_rounds"]
 
 
 @dataclass
 class DriverConfig:
     memory: str  # the store (JSONL): read when it exists, saved after every round
+    environment: str = "memtoolagent"  # an environment that keeps a memory across episodes
     out: str  # round snapshots and trajectories go here
     rounds: int = 2  # the tasks are cut into this many consecutive chunks
-    environment_params: dict = field(default_factory=dict)  # memtoolagent's (retrieval, k, reflections, ...)
+    environment_params: dict = field(default_factory=dict)  # the env's (memtoolagent: retrieval, k, reflections)
     num_generations: int = 1
     loop: LoopConfig = field(default_factory=LoopConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
@@ -54,12 +46,16 @@ class DriverConfig:
             raise ValueError("the driver gives the env its memory (each round's snapshot); set `memory` instead")
 
 
-def run_rounds(tasks: list[dict], engine, fmt: ChatFormat, cfg: DriverConfig,
-               reflect: Reflector | None = None) -> tuple[MemoryStore, list[list[Trajectory]]]:
+def run_rounds(tasks: list[dict], engine, fmt: ChatFormat, cfg: DriverConfig, llm=None,
+               critique: bool = True) -> tuple[MemoryStore, list[list[Trajectory]]]:
     """Run `tasks` in `cfg.rounds` rounds (in order), the memory growing between rounds; the store and each
-    round's trajectories."""
+    round's trajectories. `llm` critiques failures (`envs.llm`; None: the env's offline stand-in), unless not
+    `critique`."""
+    env = env_class(cfg.environment)
+    if env.check_memory_entry is None:
+        raise ValueError(f"the {cfg.environment} environment keeps no memory across episodes")
     path, out = Path(cfg.memory), Path(cfg.out)
-    store = MemoryStore.load(path, check_entry) if path.exists() else MemoryStore(check=check_entry)
+    store = MemoryStore.load(path, env.check_memory_entry) if path.exists() else MemoryStore(check=env.check_memory_entry)
     size = -(-len(tasks) // cfg.rounds)
     per_round = []
     for r in range(cfg.rounds):
@@ -69,9 +65,10 @@ def run_rounds(tasks: list[dict], engine, fmt: ChatFormat, cfg: DriverConfig,
         snapshot = out / f"round_{r}.memory.jsonl"
         store.frozen().save(snapshot)
         params = {**cfg.environment_params, "memory": str(snapshot)}
-        make_env = make_env_factory("memtoolagent", params, seed=cfg.seed + r, reward=cfg.reward)
+        make_env = make_env_factory(cfg.environment, params, seed=cfg.seed + r, reward=cfg.reward)
         trajs = run_rollouts(chunk, engine, fmt, make_env, cfg.loop, cfg.num_generations, progress=False)
-        for entry in round_entries(trajs, cfg.num_generations, params_of("memtoolagent", params), reflect, round=r):
+        for entry in env.memory_entries(trajs, cfg.num_generations, params_of(cfg.environment, params), llm,
+                                        critique, round=r):
             store.add(entry)
         store.save(path)
         write_trajectories(trajs, out / f"round_{r}.trajectories.jsonl")

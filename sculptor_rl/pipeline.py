@@ -86,7 +86,9 @@ class Run:
 
 
 def _data(cfg: PipelineConfig):
-    from .tasks import FAMILIES, generate, write_jsonl
+    from .longcontext import FAMILIES
+    from .envs.tasks import generate
+    from .jsonl import write_jsonl
 
     def run(out: Path) -> dict:
         write_jsonl(generate(cfg.task, cfg.train_tasks, cfg.seed, **cfg.task_params), out / "train.jsonl")
@@ -104,7 +106,8 @@ def _teachers(cfg: PipelineConfig, data: Path):
     """Every family's scripted teacher on its tasks: accuracy and context reduction (issue: foundations)."""
     from .metrics import format_table, summarize_by_task
     from .rollout import RolloutConfig, rollout_to_file
-    from .tasks import FAMILIES, load_tasks
+    from .longcontext import FAMILIES
+    from .envs.tasks import load_tasks
 
     def run(out: Path) -> dict:
         tasks = [t for family in FAMILIES for t in load_tasks(data / f"teacher_{family}.jsonl")]
@@ -125,7 +128,7 @@ def _collect(cfg: PipelineConfig, data: Path):
     from .models import resolve_model
     from .rollout import RolloutConfig, rollout_to_file
     from .samples import policy_samples, write_samples
-    from .tasks import load_tasks
+    from .envs.tasks import load_tasks
 
     def run(out: Path) -> dict:
         fmt = ChatFormat.from_pretrained(resolve_model(cfg.model))

@@ -13,6 +13,7 @@ from .agent.chat import ChatFormat
 from .agent.loop import LoopConfig, run_rollouts
 from .engines import SamplingConfig, make_engine
 from .envs import RewardConfig, make_env_factory
+from .envs.llm import make_llm
 from .jsonl import append_jsonl, resume_jsonl
 from .models import resolve_model
 from .trajectory import Trajectory, read_trajectories, write_trajectories
@@ -33,6 +34,9 @@ class RolloutConfig:
     seed: int = 0
     environment: str = "acm"  # sculptor_rl.envs: acm | memtool | full | truncate | bm25
     environment_params: dict = field(default_factory=dict)  # the environment's parameters, e.g. {"mode": "workflow"}
+    summarizer: str = "extractive"  # what the environments ask for an LLM (envs.llm): extractive | policy | endpoint
+    summarizer_url: str | None = None  # endpoint: its base URL
+    summarizer_model: str | None = None  # endpoint: the served model name
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
@@ -45,7 +49,8 @@ def rollout(tasks: list[dict], cfg: RolloutConfig, fmt: ChatFormat | None = None
     (their text is tokenized once, as the policy will be trained on it)."""
     fmt = fmt or ChatFormat.of(resolve_model(cfg.model), cfg.loop)
     engine = engine or rollout_engine(cfg, fmt, tasks)
-    return run_rollouts(tasks, engine, fmt, _make_env(cfg, fmt), cfg.loop, cfg.num_generations, progress=progress)
+    return run_rollouts(tasks, engine, fmt, _make_env(cfg, fmt, engine), cfg.loop, cfg.num_generations,
+                        progress=progress)
 
 
 def rollout_to_file(tasks: list[dict], cfg: RolloutConfig, out: str | Path, keep=lambda t: True,
@@ -88,7 +93,7 @@ def rollout_to_file(tasks: list[dict], cfg: RolloutConfig, out: str | Path, keep
     if todo:
         fmt = fmt or ChatFormat.of(resolve_model(cfg.model), cfg.loop)
         engine = engine or rollout_engine(cfg, fmt, tasks)
-        make_env = _make_env(cfg, fmt)
+        make_env = _make_env(cfg, fmt, engine)
         bar = tqdm(total=len(tasks) * g, initial=done * g, desc="rollouts", unit="rollout", dynamic_ncols=True)
         start = done
         for chunk in todo:
@@ -106,16 +111,17 @@ def rollout_to_file(tasks: list[dict], cfg: RolloutConfig, out: str | Path, keep
     return trajs
 
 
-def _make_env(cfg: RolloutConfig, fmt: ChatFormat):
+def _make_env(cfg: RolloutConfig, fmt: ChatFormat, engine):
+    llm = make_llm(cfg.summarizer, engine, fmt, cfg.summarizer_url, cfg.summarizer_model)
     return make_env_factory(cfg.environment, cfg.environment_params, seed=cfg.seed, reward=cfg.reward,
-                            tokenizer=fmt.tokenizer)
+                            tokenizer=fmt.tokenizer, llm=llm)
 
 
 def rollout_engine(cfg: RolloutConfig, fmt: ChatFormat, tasks: list[dict]):
     """The engine `cfg` names, as `rollout` and `collect` build it (`memory build` too): the scripted teacher
     over `tasks`, or a model's engine."""
     if cfg.engine == "scripted":
-        from .envs.teachers import ScriptedTeacher
+        from .envs.teacher import ScriptedTeacher
 
         return ScriptedTeacher(tasks, fmt.one_call_per_turn)
     kwargs = dict(cfg.engine_kwargs)

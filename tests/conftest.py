@@ -9,7 +9,7 @@ import time
 import pytest
 
 from sculptor_rl.agent.loop import assistant_turn
-from sculptor_rl.envs.teachers import ScriptedTeacher
+from sculptor_rl.envs.teacher import ScriptedTeacher
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # no hub here: a lookup of a hub id (rl validate of a GPU recipe) fails at once instead of after its retries

@@ -23,8 +23,8 @@ from sculptor_rl.cli import main
 from sculptor_rl.jsonl import write_jsonl
 from sculptor_rl.models import resolve_model
 from sculptor_rl.samples import Sample, read_samples, write_samples
-from sculptor_rl.tasks import generate
-from sculptor_rl.tasks.io import load_tasks, write_parquet
+from sculptor_rl.envs.tasks import generate, load_tasks
+from sculptor_rl.records import write_parquet
 from sculptor_rl.trajectory import Step, Trajectory, read_trajectories, write_trajectories
 
 

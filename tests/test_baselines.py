@@ -4,10 +4,12 @@ import random
 
 import pytest
 
-from sculptor_rl.envs import ACM_SYSTEM_PROMPT, make_env_factory
-from sculptor_rl.envs.baselines import BASELINE_SYSTEM_PROMPT, FullEnv, bm25_context, chunks, truncate_context
-from sculptor_rl.tasks import generate
-from sculptor_rl.tasks.common import context_spans, filler_sentences
+from sculptor_rl.envs.acm import ACM_SYSTEM_PROMPT
+from sculptor_rl.envs import make_env_factory
+from sculptor_rl.envs.baselines.env import BASELINE_SYSTEM_PROMPT, FullEnv, bm25_context, chunks, truncate_context
+from sculptor_rl.envs.tasks import generate
+from sculptor_rl.longcontext.common import filler_sentences
+from sculptor_rl.records import context_spans
 
 
 def shown(task, name, tok, **params):

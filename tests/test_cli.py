@@ -56,9 +56,9 @@ def test_bad_input_is_a_clear_error(tmp_path):
 
 
 def test_generate_help_names_every_family(capsys):
-    from sculptor_rl.tasks import ALL_FAMILIES
+    from sculptor_rl.envs.registry import family_names
 
     with pytest.raises(SystemExit):
         main(["data", "generate", "--help"])
     out = capsys.readouterr().out
-    assert all(name in out for name in ALL_FAMILIES)
+    assert all(name in out for name in family_names())

@@ -93,7 +93,8 @@ def grads_job(fmt, folder: Path) -> tuple[str, list[str]]:
 
 def rl_job(model_path, folder: Path) -> tuple[str, list[str]]:
     """One RL step of 2 groups (one per rank) on the `hf` engine."""
-    from sculptor_rl.tasks import generate, write_jsonl
+    from sculptor_rl.envs.tasks import generate
+    from sculptor_rl.jsonl import write_jsonl
 
     write_jsonl(generate("pi_llm", 8, seed=3, keys=1, updates=1), folder / "tasks.jsonl")
     return ("rl", ["--model", model_path, "--tasks", str(folder / "tasks.jsonl"), "--output_dir", str(folder / "rl"),

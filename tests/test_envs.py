@@ -7,16 +7,18 @@ import json
 import pytest
 
 from sculptor_rl import cli
-from sculptor_rl.envs import ACM_SYSTEM_PROMPT, ENVS, AcmEnv, Env, MemToolEnv, conversation_env, make_env_factory
-from sculptor_rl.envs.baselines import BASELINE_SYSTEM_PROMPT
-from sculptor_rl.envs.memtool import MEMTOOL_SYSTEM_PROMPT
-from sculptor_rl.tasks import generate
+from sculptor_rl.envs.acm import ACM_SYSTEM_PROMPT, AcmEnv
+from sculptor_rl.envs import Env, conversation_env, env_class, env_names, make_env_factory
+from sculptor_rl.envs.memtool import MemToolEnv
+from sculptor_rl.envs.baselines.env import BASELINE_SYSTEM_PROMPT
+from sculptor_rl.envs.memtool.env import MEMTOOL_SYSTEM_PROMPT
+from sculptor_rl.envs.tasks import generate
 from sculptor_rl.trajectory import read_trajectories
 
 
 def test_registry_builds_each_environment(fmt):
     # the package's own (tests register toy environments of their own beside them)
-    assert {name for name, cls in ENVS.items() if cls.__module__.startswith("sculptor_rl.")} == {
+    assert {name for name in env_names() if env_class(name).__module__.startswith("sculptor_rl.")} == {
         "acm", "memtool", "full", "truncate", "bm25", "memtoolagent", "toolmem", "tamem"}
     acm_task, session = generate("babilong", 1, 0)[0], generate("memtool", 1, 0)[0]
     env = make_env_factory("acm", seed=3)(acm_task, 1)

@@ -10,11 +10,11 @@ import pytest
 from conftest import CountingTeacher
 
 from sculptor_rl.cli import main
-from sculptor_rl.envs.memtool import MODES
-from sculptor_rl.eval.report import memtool_table
+from sculptor_rl.envs.memtool.env import MODES
 from sculptor_rl.eval.run import ACM_MODES, EvalConfig, _fingerprint, eval_tasks, evaluate
-from sculptor_rl.memtool.metrics import loaded_per_turn
-from sculptor_rl.tasks import FAMILIES, generate
+from sculptor_rl.envs.memtool.metrics import loaded_per_turn, report_table
+from sculptor_rl.longcontext import FAMILIES
+from sculptor_rl.envs.tasks import generate
 from sculptor_rl.trajectory import read_trajectories
 
 
@@ -134,6 +134,6 @@ def test_loaded_per_turn_and_table_with_nothing_to_divide():
     results = {"environment": "memtool", "tasks": ["memtool"], "models": ["m"], "modes": ["autonomous"], "runs": [
         {"model": "m", "mode": "autonomous", "wall_time": 3.0, "memtool": metrics, "average": 0.0,
          "tasks": {}}]}
-    row = memtool_table(results).splitlines()[2]
+    row = report_table(results["runs"]).splitlines()[2]
     assert row == ("| m | autonomous | 1 × 2 | – | – | – | 0.00 [0.00, 0.66] | – | 0.00 | 0 | 0 | 1 | 2 | 1.0 | -1.000 "
                    "| 3 |")

@@ -9,7 +9,9 @@ from conftest import CountingTeacher
 
 from sculptor_rl.cli import main
 from sculptor_rl.eval.run import EvalConfig, _fingerprint, eval_tasks, evaluate, model_labels
-from sculptor_rl.tasks import FAMILIES, generate, write_jsonl
+from sculptor_rl.longcontext import FAMILIES
+from sculptor_rl.envs.tasks import generate
+from sculptor_rl.jsonl import write_jsonl
 from sculptor_rl.trajectory import read_trajectories
 
 

@@ -1,4 +1,4 @@
-"""GSM-Infinite (sculptor_rl.tasks.gsm_infinite): the generator, the release format's importer, the evaluator's rule
+"""GSM-Infinite (sculptor_rl.longcontext.gsm_infinite): the generator, the release format's importer, the evaluator's rule
 and the scripted ACM teacher."""
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from statistics import mean
 import pytest
 from test_teachers import MAX_CALLS, fold_before_the_answer, rollout
 
-from sculptor_rl import tasks
+from sculptor_rl.envs import tasks
 from sculptor_rl.cli import main
-from sculptor_rl.envs.teachers import GSM_CALLS, SEARCH_ARGS
-from sculptor_rl.tasks import gsm_infinite as gi
-from sculptor_rl.tasks.common import approx_tokens, context_spans
-from sculptor_rl.tasks.importers import import_benchmark
+from sculptor_rl.envs.acm.teacher import GSM_CALLS, SEARCH_ARGS
+from sculptor_rl.longcontext import gsm_infinite as gi
+from sculptor_rl.longcontext.common import approx_tokens
+from sculptor_rl.records import context_spans
+from sculptor_rl.longcontext.importers import import_benchmark
 
 REAL = Path(__file__).parent / "data" / "real" / "gsm_infinite" / "rows.jsonl"
 

@@ -8,12 +8,13 @@ import json
 
 import pytest
 
-from sculptor_rl import tasks
+from sculptor_rl.envs import tasks
+from sculptor_rl.jsonl import write_jsonl
 from sculptor_rl.cli import UserError, main
-from sculptor_rl.tasks import benchmark_scoring as bs
-from sculptor_rl.tasks import pi_llm
-from sculptor_rl.tasks.common import context_spans
-from sculptor_rl.tasks.importers import FORMATS, import_benchmark
+from sculptor_rl.longcontext import benchmark_scoring as bs
+from sculptor_rl.longcontext import pi_llm
+from sculptor_rl.records import context_spans
+from sculptor_rl.longcontext.importers import FORMATS, import_benchmark
 
 # ---- one small row per format, as the benchmark releases it ----
 
@@ -173,7 +174,7 @@ def test_mrcr_stays_a_chat_whose_earlier_turns_are_the_context(tmp_path):
     assert context_spans(r) == [(i, 0, len(m["content"])) for i, m in enumerate(MRCR_CHAT[:-1])]
     assert r["meta"]["random_string_to_prepend"] == "aYooSG8CQg" and r["meta"]["desired_msg_index"] == 5
     assert r["meta"]["bucket"] == "<1k/2"
-    from sculptor_rl.tasks.importers import _mrcr_bin
+    from sculptor_rl.longcontext.importers import _mrcr_bin
 
     assert [_mrcr_bin(n) for n in (500, 1500, 4096, 8191, 200_000)] == ["<1k", "1k-2k", "4k-8k", "4k-8k", "128k-256k"]
 
@@ -419,7 +420,7 @@ def test_eval_reports_imported_records_of_every_format_per_benchmark_and_length_
     first = {fmt: {**row, **short.get(fmt, {})} for fmt, row in rows().items()}
     records = [r for fmt in FORMATS for r in import_benchmark(fmt, write(
         tmp_path / f"qa1_4k_{fmt}{FILE_TYPES[fmt]}", [first[fmt], {**first[fmt], **other[fmt]}]))]
-    tasks.write_jsonl(records, tmp_path / "tasks.jsonl")
+    write_jsonl(records, tmp_path / "tasks.jsonl")
     cfg = EvalConfig(data=str(tmp_path / "tasks.jsonl"), out=str(tmp_path / "out"), context_budget=40, chunk_tokens=20)
     results = evaluate(cfg, engine=GoldPolicy(records))
     assert results["tasks"] == list(FORMATS)  # LongBench v2 and FRAMES too: the families the data holds

@@ -1,51 +1,53 @@
-"""The layer rules of the design ("Layers"), checked on every module's imports with `ast` (lazy imports too).
+"""The layer rules of the design ("Layers"), read from one table (`LAYERS`) and checked on every module's imports
+with `ast` (lazy imports too).
 
-From the bottom: tool-call format (and plain data/IO modules) · acm, task families, engines · envs · agent
-(the loop) · samples and metrics · train, eval, serve, rollout · pipeline · cli (the entry point). An import
-goes down or stays inside its own package; sideways imports between the packages of one layer (above the
-bottom one) are errors, and so are:
-engines importing the loop, a task family or an environment; task families importing an environment; the loop
-importing a task family, the ACM tools or a reward rule (it knows environments only by `envs.base`); anything
-below train, or serve, importing train.
+From the bottom (layer 0): the tool-call formats, the record format and the other plain data/IO modules ·
+(1) `acm`, the shared task data (`longcontext`, `memory`), `engines` · (2) `envs`: the contract, registry, reward
+and task dispatch, and one package per environment · (3) `agent` (the loop) · (4) `samples`, `metrics` ·
+(5) `train`, `eval`, `serve`, `rollout`, `slurm`, `crossepisode` · (6) `pipeline` · (7) `cli`.
+
+A module belongs to the unit of the longest prefix in `LAYERS` that names it. An import goes to a unit of a lower
+layer or stays in its own unit; between two units of one layer it is an error (layer 0's modules excepted, and
+the `PEERS` pairs), so: no environment package imports another, and the envs root imports none of them (its
+registry imports them by path, when named); engines import neither the loop nor task data nor environments; nothing
+below `train`, nor `serve`, imports `train`. On top of the layers (`FORBIDDEN`): the loop imports, of `envs`, only
+the contract (`envs.base`) — no task family, ACM tool or reward rule.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import sculptor_rl
 
 ROOT = Path(sculptor_rl.__file__).parent
 
-# package (first part under sculptor_rl) -> (layer, group); one group per "sideways" unit of a layer
+# unit (module prefix under sculptor_rl) -> layer
 LAYERS = {
-    "toolcalls": (0, "toolcalls"), "config": (0, "config"), "jsonl": (0, "jsonl"), "models": (0, "models"), "stats": (0, "stats"),
-    "logs": (0, "logs"),  # the entry points' logging set-up
-    "trajectory": (0, "trajectory"),  # the loop's output record: a data format, read by everything above
-    "memory": (0, "memory"),  # cross-episode memory (MemToolAgent, ToolMem): a JSONL store and BM25 retrieval
-    "acm": (1, "acm"), "tasks": (1, "tasks"), "memtool": (1, "tasks"), "engines": (1, "engines"),
-    "tamem": (1, "tasks"),  # TA-Mem: LoCoMo-style conversations, the memory database and its ten tools, metrics
-    "workbench": (1, "tasks"),  # MemToolAgent: the WorkBench-style sandbox, its task family, importers, metrics
-    "toolmem": (1, "tasks"),  # ToolMem: experiences of the task families, the capability memory, its metrics
-    "envs": (2, "envs"),
-    "agent": (3, "agent"),
-    "samples": (4, "samples"), "metrics": (4, "metrics"),
-    "train": (5, "train"), "eval": (5, "eval"), "serve": (5, "serve"), "rollout": (5, "rollout"),
-    "slurm": (5, "slurm"),
-    "crossepisode": (5, "crossepisode"),  # MemToolAgent's driver: episodes in rounds, the memory updated between
-    "pipeline": (6, "pipeline"),
-    "cli": (7, "cli"),  # the entry point: each command calls one library function (pipeline's too)
+    # 0: formats and plain data/IO
+    "toolcalls": 0, "config": 0, "jsonl": 0, "models": 0, "stats": 0, "logs": 0, "trajectory": 0, "records": 0,
+    # 1: the ACM workspace, task data shared by several environments, engines
+    "acm": 1, "longcontext": 1, "memory": 1, "engines": 1,
+    # 2: the environment contract and what every environment shares (base, registry, reward, tasks by name, the
+    # teacher policy), then one unit per environment package
+    "envs": 2, "envs.acm": 2, "envs.baselines": 2, "envs.memtool": 2, "envs.tamem": 2, "envs.memtoolagent": 2,
+    "envs.toolmem": 2,
+    "agent": 3,
+    "samples": 4, "metrics": 4,
+    "train": 5, "eval": 5, "serve": 5, "rollout": 5, "slurm": 5, "crossepisode": 5,
+    "pipeline": 6,
+    "cli": 7,
 }
-# (importer package, imported module prefix) pairs that are errors even where the layers allow them
-FORBIDDEN = [("agent", "sculptor_rl.tasks"), ("agent", "sculptor_rl.memtool"), ("agent", "sculptor_rl.acm"),
-             ("agent", "sculptor_rl.envs.reward"), ("agent", "sculptor_rl.envs.acm"),
-             ("agent", "sculptor_rl.envs.memtool"), ("agent", "sculptor_rl.envs.teachers"),
-             ("agent", "sculptor_rl.envs.baselines"), ("agent", "sculptor_rl.envs.memtool_teacher"),
-             ("agent", "sculptor_rl.envs.toolmem"),
-             ("serve", "sculptor_rl.train")]
-# layer-5 packages that may use each other (the rest of that layer stays apart)
+# (importer unit, imported unit) of one layer that may import each other
 PEERS = {("eval", "rollout"), ("rollout", "eval")}
+ENV_PACKAGES = [unit for unit in LAYERS if unit.startswith("envs.")]
+# (importer unit, imported module prefix, except these prefixes): errors even where the layers allow them
+FORBIDDEN = [("agent", "sculptor_rl.envs", ("sculptor_rl.envs.base",)),
+             ("agent", "sculptor_rl.longcontext", ()), ("agent", "sculptor_rl.acm", ()),
+             ("agent", "sculptor_rl.memory", ())]
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -72,34 +74,39 @@ def imports(path: Path, root: Path) -> list[tuple[int, str]]:
     return out
 
 
-def package_of(module: str) -> str | None:
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else None
+def unit_of(module: str) -> str | None:
+    """The unit of `module` (sculptor_rl.x.y...): the longest prefix in LAYERS; None for sculptor_rl itself."""
+    parts = module.split(".")[1:]
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in LAYERS:
+            return ".".join(parts[:n])
+    return parts[0] if parts else None
 
 
 def violations(root: Path = ROOT) -> list[str]:
     found = []
     for path in sorted(root.rglob("*.py")):
-        src = package_of(module_name(path, root))
+        src = unit_of(module_name(path, root))
         if src is None:  # the package's own __init__: its version only
             continue
         if src not in LAYERS:
-            found.append(f"{path.relative_to(root)}:1: module package {src!r} has no layer (add it to LAYERS)")
+            found.append(f"{path.relative_to(root)}:1: module unit {src!r} has no layer (add it to LAYERS)")
             continue
-        layer, group = LAYERS[src]
+        layer = LAYERS[src]
         for line, target in imports(path, root):
-            dst = package_of(target)
+            dst = unit_of(target)
             where = f"{path.relative_to(root)}:{line}: imports {target}"
             if dst not in LAYERS:
-                found.append(f"{where} (a package without a layer)")
+                found.append(f"{where} (a unit without a layer)")
                 continue
-            tlayer, tgroup = LAYERS[dst]
-            if tlayer > layer:
-                found.append(f"{where} (up: layer {layer} -> {tlayer})")
-            elif tlayer == layer and layer > 0 and tgroup != group and (src, dst) not in PEERS:
-                found.append(f"{where} (sideways within layer {layer})")
-            for who, prefix in FORBIDDEN:
-                if src == who and (target == prefix or target.startswith(prefix + ".")):
+            if LAYERS[dst] > layer:
+                found.append(f"{where} (up: layer {layer} -> {LAYERS[dst]})")
+            elif LAYERS[dst] == layer and layer > 0 and dst != src and (src, dst) not in PEERS \
+                    and not (src in ENV_PACKAGES and dst == "envs"):  # an environment package uses the contract
+                found.append(f"{where} (sideways within layer {layer}: {src} -> {dst})")
+            for who, prefix, allowed in FORBIDDEN:
+                if src == who and (target == prefix or target.startswith(prefix + ".")) \
+                        and not any(target == a or target.startswith(a + ".") for a in allowed):
                     found.append(f"{where} (a rule of the design's Layers section)")
     return found
 
@@ -112,17 +119,30 @@ def test_every_import_follows_the_layers():
 def test_the_check_sees_violations(tmp_path):
     """The checker itself: a copy of the package with imports against each rule is flagged, line by line."""
     pkg = tmp_path / "sculptor_rl"
-    for sub in ("engines", "agent", "tasks", "serve", "envs", "train"):
+    for sub in ("engines", "agent", "longcontext", "serve", "envs", "envs/acm", "envs/memtool", "train"):
         (pkg / sub).mkdir(parents=True)
         (pkg / sub / "__init__.py").write_text("")
-    (pkg / "engines" / "x.py").write_text("from ..agent import loop\nfrom ..tasks import score\n")
-    (pkg / "tasks" / "y.py").write_text("def f():\n    from ..envs import acm\n")
+    (pkg / "engines" / "x.py").write_text("from ..agent import loop\nfrom ..longcontext import score\n")
+    (pkg / "longcontext" / "y.py").write_text("def f():\n    from ..envs import acm\n")
     (pkg / "agent" / "z.py").write_text("from ..envs.reward import compute_reward\nfrom ..envs.base import Env\n"
-                                        "from ..tasks import score\n")
+                                        "from ..longcontext import score\n")
     (pkg / "serve" / "w.py").write_text("import sculptor_rl.train.rl\n")
+    (pkg / "envs" / "acm" / "v.py").write_text("from ..memtool import env\nfrom ..base import Env\n")
+    (pkg / "envs" / "u.py").write_text("from .acm import teacher\nfrom . import base\n")
     bad = [v.split(": imports")[0] for v in violations(pkg)]
-    assert sorted(bad) == sorted(["engines/x.py:1", "engines/x.py:2", "tasks/y.py:2", "agent/z.py:1", "agent/z.py:3",
-                                  "serve/w.py:1", "serve/w.py:1"])
+    assert sorted(bad) == sorted(["engines/x.py:1", "engines/x.py:2", "longcontext/y.py:2", "agent/z.py:1",
+                                  "agent/z.py:3", "serve/w.py:1", "envs/acm/v.py:1", "envs/u.py:1"])
+
+
+def test_importing_the_loop_loads_no_environment():
+    """The registry is lazy: the agent loop (and the contract under it) load no environment package, no task data."""
+    code = ("import sys, sculptor_rl.agent.loop; "
+            "print('\\n'.join(m for m in sys.modules if m.startswith('sculptor_rl')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert not [m for m in loaded if m.startswith(("sculptor_rl.envs.", "sculptor_rl.longcontext", "sculptor_rl.acm",
+                                                   "sculptor_rl.memory"))
+                and m not in ("sculptor_rl.envs.base", "sculptor_rl.envs.registry", "sculptor_rl.envs.reward")]
+    assert len(loaded) <= 15, loaded  # 56 before the environment packages
 
 
 def test_an_engine_request_carries_no_task():

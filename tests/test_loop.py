@@ -9,7 +9,7 @@ from sculptor_rl.agent.loop import LoopConfig, run_rollouts
 from sculptor_rl.toolcalls import format_tool_call
 from sculptor_rl.engines import Completion
 from sculptor_rl.envs import make_env_factory
-from sculptor_rl.tasks import generate, render_answer
+from sculptor_rl.envs.tasks import generate, render_answer
 from sculptor_rl.trajectory import Trajectory
 
 

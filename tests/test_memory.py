@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from sculptor_rl.memory import (MemoryStore, bm25_scores, check_entry, dynamic_n, load_snapshot, make_entry,
-                                render_entries, select, top_k)
+from sculptor_rl.memory import MemoryStore, bm25_scores, dynamic_n, load_snapshot, select, top_k
+from sculptor_rl.envs.memtoolagent.entry import check_entry, make_entry, render_entries
 
 
 def _entries():

@@ -10,17 +10,19 @@ from types import SimpleNamespace
 
 import pytest
 
-from sculptor_rl import tasks
+from sculptor_rl.envs import tasks
+from sculptor_rl.jsonl import write_jsonl
+from sculptor_rl.longcontext import FAMILIES as LONG_CONTEXT
 from sculptor_rl.envs import RewardConfig
-from sculptor_rl.envs.memtool import (ANSWER_STEP, PRUNE_STEP, REMOVE, REPRUNE_STEP, SEARCH, SEARCH_STEP, SUMMARY_STEP,
-                                      MemToolConfig, MemToolEnv, judge_score)
-from sculptor_rl.memtool import catalogue, sessions
-from sculptor_rl.memtool.catalogue import METRICS, NUM_COMPANIES
-from sculptor_rl.memtool.metrics import (avg_removal_ratio_3t, avg_residual_3t, format_table, peak_residuals,
-                                         plot_loaded_tools, removal_ratio, session_reward, summarize,
-                                         window_removal_ratios)
+from sculptor_rl.envs.memtool.env import (ANSWER_STEP, PRUNE_STEP, REMOVE, REPRUNE_STEP, SEARCH, SEARCH_STEP,
+                                          SUMMARY_STEP, MemToolConfig, MemToolEnv, judge_score)
+from sculptor_rl.envs.memtool.catalogue import catalogue
+from sculptor_rl.envs.memtool import sessions
+from sculptor_rl.envs.memtool.catalogue import METRICS, NUM_COMPANIES
+from sculptor_rl.envs.memtool.metrics import (avg_removal_ratio_3t, avg_residual_3t, format_table, peak_residuals,
+                                              plot_loaded_tools, removal_ratio, session_reward, summarize, window_removal_ratios)
 from sculptor_rl.stats import wilson
-from sculptor_rl.tasks.io import load_tasks
+from sculptor_rl.records import load_tasks
 
 
 # ---- catalogue ----
@@ -94,9 +96,9 @@ def test_bad_session_params(params):
 
 def test_sessions_load_from_jsonl(tmp_path):
     records = tasks.generate("memtool", 3, 1, requests=2)
-    tasks.write_jsonl(records, tmp_path / "s.jsonl")
+    write_jsonl(records, tmp_path / "s.jsonl")
     assert load_tasks(tmp_path / "s.jsonl") == records
-    assert "memtool" not in tasks.FAMILIES  # the long-context families the ACM env, eval and pipeline iterate
+    assert "memtool" not in LONG_CONTEXT  # the long-context families the ACM env, eval and pipeline iterate
 
 
 def test_paper_sessions_are_stratified_and_related_or_not():

@@ -8,12 +8,13 @@ import pytest
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
 from sculptor_rl.engines import Completion
 from sculptor_rl.envs import make_env_factory
-from sculptor_rl.envs.memtool import MODES
-from sculptor_rl.envs.teachers import ScriptedTeacher
-from sculptor_rl.memtool import catalogue, metrics
+from sculptor_rl.envs.memtool.env import MODES
+from sculptor_rl.envs.teacher import ScriptedTeacher
+from sculptor_rl.envs.memtool.catalogue import catalogue
+from sculptor_rl.envs.memtool import metrics
 from sculptor_rl.rollout import RolloutConfig, rollout
 from sculptor_rl.samples import build_samples
-from sculptor_rl.tasks import generate
+from sculptor_rl.envs.tasks import generate
 from sculptor_rl.toolcalls import format_tool_call
 
 from conftest import assert_prompts_show_the_workspace

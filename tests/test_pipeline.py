@@ -10,7 +10,7 @@ import pytest
 
 from sculptor_rl.jsonl import write_jsonl
 from sculptor_rl.pipeline import PipelineConfig, run_pipeline
-from sculptor_rl.tasks import generate
+from sculptor_rl.envs.tasks import generate
 
 
 def test_stages_write_their_outputs_and_are_skipped_when_done(tmp_path, capsys, model_path):

@@ -12,7 +12,7 @@ from test_vllm_rollouts import TeacherFirst, acm_env, mean_gap, model_logps, per
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
 from sculptor_rl.engines import Request, SamplingConfig, make_engine
 from sculptor_rl.samples import build_samples
-from sculptor_rl.tasks import generate
+from sculptor_rl.envs.tasks import generate
 from sculptor_rl.trajectory import Trajectory
 
 pytestmark = pytest.mark.slow

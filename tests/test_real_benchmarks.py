@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from sculptor_rl.tasks import benchmark_scoring as bs
-from sculptor_rl.tasks.common import context_spans
-from sculptor_rl.tasks.importers import import_benchmark
+from sculptor_rl.longcontext import benchmark_scoring as bs
+from sculptor_rl.records import context_spans
+from sculptor_rl.longcontext.importers import import_benchmark
 
 REAL = Path(__file__).parent / "data" / "real"
 
@@ -95,7 +95,7 @@ WORKBENCH = REAL / "workbench" / "data"
 
 
 def workbench_records() -> list[dict]:
-    from sculptor_rl.workbench.importers import import_workbench
+    from sculptor_rl.envs.memtoolagent.importers import import_workbench
 
     return import_workbench(WORKBENCH / "processed" / "queries_and_answers", database=WORKBENCH / "processed")
 
@@ -109,7 +109,7 @@ def test_workbench_release_rows_import_with_every_column_and_unique_ids():
 
 
 def test_workbench_database_loads_as_workbench_reads_it():
-    from sculptor_rl.workbench.sandbox import Sandbox, load_database
+    from sculptor_rl.envs.memtoolagent.sandbox import Sandbox, load_database
 
     db = load_database(WORKBENCH / "processed")
     directory = (WORKBENCH / "raw" / "email_addresses.csv").read_text().split()
@@ -124,7 +124,7 @@ def test_workbench_database_loads_as_workbench_reads_it():
 
 
 def test_workbench_tools_refuse_and_accept_as_workbench_does():
-    from sculptor_rl.workbench.sandbox import Sandbox, WorkbenchError, load_database
+    from sculptor_rl.envs.memtoolagent.sandbox import Sandbox, WorkbenchError, load_database
 
     box = Sandbox(load_database(WORKBENCH / "processed"))
     task = box.db["project_management"][0]
@@ -154,7 +154,7 @@ def test_workbench_tools_refuse_and_accept_as_workbench_does():
 
 def test_workbench_outcome_compares_as_is_correct_does():
     """Lower-cased values except status, list_name and board; row order and pandas index labels count."""
-    from sculptor_rl.workbench.sandbox import load_database, outcome_correct
+    from sculptor_rl.envs.memtoolagent.sandbox import load_database, outcome_correct
 
     db = load_database(WORKBENCH / "processed")
     event = db["calendar"][0]["event_id"]
@@ -174,7 +174,7 @@ def test_workbench_outcome_compares_as_is_correct_does():
 
 def _workbench_calls(strings: list[str]) -> list[dict]:
     """A prediction's call strings as WorkBench's evaluation runs them: one that does not parse is skipped."""
-    from sculptor_rl.workbench.importers import parse_call
+    from sculptor_rl.envs.memtoolagent.importers import parse_call
 
     calls = []
     for text in strings:
@@ -191,8 +191,8 @@ def test_workbench_verdicts_on_gpt4_predictions_are_is_correct_s():
     answer and an empty response, every row."""
     import ast
 
-    from sculptor_rl.workbench.sandbox import load_database, outcome_correct
-    from sculptor_rl.workbench.tasks import render_answer, score
+    from sculptor_rl.envs.memtoolagent.sandbox import load_database, outcome_correct
+    from sculptor_rl.envs.memtoolagent.tasks import render_answer, score
 
     db = load_database(WORKBENCH / "processed")
     records = {(r["meta"]["domain"], r["messages"][0]["content"]): r for r in workbench_records()}
@@ -219,7 +219,7 @@ NESTFUL = REAL / "nestful" / "data"
 
 
 def test_nestful_three_files_import_with_unique_ids_their_spec_and_var_result():
-    from sculptor_rl.workbench.importers import import_nestful
+    from sculptor_rl.envs.memtoolagent.importers import import_nestful
 
     records = import_nestful(NESTFUL)
     files = {r["meta"]["file"] for r in records}
@@ -247,9 +247,9 @@ def test_nestful_three_files_import_with_unique_ids_their_spec_and_var_result():
 
 def test_nestful_real_records_are_solvable_in_the_environment():
     """The env offers the record's own tools; the gold sequence played call by call scores 1, a wrong one 0."""
-    from sculptor_rl.envs.memtoolagent import MemToolAgentEnv
-    from sculptor_rl.tasks import render_answer, score
-    from sculptor_rl.workbench.importers import import_nestful
+    from sculptor_rl.envs.memtoolagent.env import MemToolAgentEnv
+    from sculptor_rl.envs.tasks import render_answer, score
+    from sculptor_rl.envs.memtoolagent.importers import import_nestful
 
     records = import_nestful(NESTFUL)
     for record in records:
@@ -276,7 +276,7 @@ LOCOMO = REAL / "locomo" / "locomo10-conv-26.json"
 
 
 def test_locomo_records_hold_their_conversation_once():
-    from sculptor_rl.tamem import conversations, locomo
+    from sculptor_rl.envs.tamem import conversations, locomo
 
     sample = json.loads(LOCOMO.read_text())[0]
     records = locomo.records(LOCOMO)
@@ -291,8 +291,8 @@ def test_locomo_records_hold_their_conversation_once():
 
 
 def test_locomo_gold_scores_one_and_open_domain_golds_are_cut_at_the_semicolon():
-    from sculptor_rl.tamem import locomo
-    from sculptor_rl.tasks import render_answer, score
+    from sculptor_rl.envs.tamem import locomo
+    from sculptor_rl.envs.tasks import render_answer, score
 
     records = locomo.records(LOCOMO)
     assert all(score(r, render_answer(r)) == 1.0 and score(r, "") == 0.0 for r in records)
@@ -305,7 +305,7 @@ def test_locomo_gold_scores_one_and_open_domain_golds_are_cut_at_the_semicolon()
 # ---- BiGGen Bench (prometheus-eval/prometheus-eval, BiGGen-Bench/) ----
 
 def test_biggen_evaluation_output_imports_as_experiences():
-    from sculptor_rl.toolmem.biggen import import_biggen
+    from sculptor_rl.envs.toolmem.biggen import import_biggen
 
     path = REAL / "biggen" / "sample_evals.json"
     raw = json.loads(path.read_text())
@@ -368,8 +368,8 @@ def test_data_check_fails_where_the_official_rule_cannot_credit_the_gold(tmp_pat
 def test_nestful_hub_layout_tools_become_schemas_and_run(tmp_path):
     """The hub's records carry `sample_id`, `gold_answer` and their own `tools` as NESTFUL specs (parameters as a
     name -> {type, description} map): offered as schemas, executable math run to the gold answer."""
-    from sculptor_rl.envs.memtoolagent import MemToolAgentEnv
-    from sculptor_rl.workbench.importers import import_nestful
+    from sculptor_rl.envs.memtoolagent.env import MemToolAgentEnv
+    from sculptor_rl.envs.memtoolagent.importers import import_nestful
 
     spec = {"name": "multiply", "description": "Multiply two numbers",
             "parameters": {"arg_0": {"type": "int or float", "description": "a number"},
@@ -394,7 +394,7 @@ def test_nestful_hub_parquet_reads_as_its_json(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from sculptor_rl.workbench.importers import import_nestful
+    from sculptor_rl.envs.memtoolagent.importers import import_nestful
 
     rows = [{"sample_id": f"m{i}", "input": f"What is {i} times 7?", "gold_answer": 7.0 * i,
              "output": json.dumps([{"name": "multiply", "arguments": {"arg_0": i, "arg_1": 7}, "label": "$var_1"}]),

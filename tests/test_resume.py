@@ -23,7 +23,7 @@ import pytest
 
 from sculptor_rl.jsonl import append_jsonl, resume_jsonl, write_jsonl
 from sculptor_rl.rollout import RolloutConfig, rollout_to_file
-from sculptor_rl.tasks import generate
+from sculptor_rl.envs.tasks import generate
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONHASHSEED": "0", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}

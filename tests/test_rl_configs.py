@@ -51,7 +51,7 @@ def config(**kw):
     (dict(engine="ray", ray_num_workers=0, per_device_train_batch_size=8), "ray_num_workers"),
     (dict(tasks="", per_device_train_batch_size=8), "set `tasks:`"),
     (dict(memory_updates="always", per_device_train_batch_size=8), "memory_updates must be one of"),
-    (dict(memory_updates="rules", per_device_train_batch_size=8), "needs environment memtoolagent, not 'acm'"),
+    (dict(memory_updates="rules", per_device_train_batch_size=8), "the acm environment keeps none"),
     (dict(memory_updates="rules", environment="memtoolagent", per_device_train_batch_size=8),
      "set environment_params.memory"),
     (dict(memory_updates="policy", environment="memtoolagent", environment_params={"retrieval": "topk"},

@@ -11,7 +11,7 @@ import yaml
 from conftest import digest
 
 from sculptor_rl.envs import RewardConfig, register_env
-from sculptor_rl.envs.memtool import MemToolEnv
+from sculptor_rl.envs.memtool.env import MemToolEnv
 from sculptor_rl.train.rl import SculptorGRPOConfig, build_trainer, check_config, main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,8 +67,9 @@ class CoinMemToolEnv(MemToolEnv):
 
 @pytest.mark.slow
 def test_two_rl_steps_on_memtool_sessions(model_path, tmp_path):
-    from sculptor_rl.memtool import metrics
-    from sculptor_rl.tasks import generate, write_jsonl
+    from sculptor_rl.envs.memtool import metrics
+    from sculptor_rl.envs.tasks import generate
+    from sculptor_rl.jsonl import write_jsonl
     from sculptor_rl.trajectory import read_trajectories
 
     write_jsonl(generate("memtool", 4, seed=3, requests=2, calls_per_request=1), tmp_path / "tasks.jsonl")

@@ -7,10 +7,12 @@ import pytest
 import torch
 
 from sculptor_rl.engines import Completion
-from sculptor_rl.envs.memtoolagent import MemToolAgentParams, round_entries
-from sculptor_rl.envs.teachers import ScriptedTeacher
-from sculptor_rl.memory import MemoryStore, make_entry
-from sculptor_rl.tasks import generate, write_jsonl
+from sculptor_rl.envs.memtoolagent.env import MemToolAgentParams, round_entries
+from sculptor_rl.envs.teacher import ScriptedTeacher
+from sculptor_rl.memory import MemoryStore
+from sculptor_rl.envs.memtoolagent.entry import make_entry
+from sculptor_rl.envs.tasks import generate
+from sculptor_rl.jsonl import write_jsonl
 from sculptor_rl.train.rl import SculptorGRPOConfig, SculptorGRPOTrainer
 from sculptor_rl.trajectory import Step, Trajectory, read_trajectories
 

@@ -21,7 +21,7 @@ from sculptor_rl.engines.trl_server import TRLServerEngine
 from sculptor_rl.engines.vllm_engine import default_device_settings, reserve_no_scheduler_core_on_small_cpus
 from sculptor_rl.envs import make_env_factory
 from sculptor_rl.samples import build_samples
-from sculptor_rl.tasks import generate
+from sculptor_rl.envs.tasks import generate
 
 
 def free_port() -> int:
@@ -81,7 +81,7 @@ def test_agent_loop_on_trl_vllm_serve(server, fmt):
 
 @pytest.mark.slow
 def test_trainer_refuses_a_server_it_cannot_update(server, model_path, tmp_path):
-    from sculptor_rl.tasks import write_jsonl
+    from sculptor_rl.jsonl import write_jsonl
     from sculptor_rl.train.rl import SculptorGRPOConfig, build_trainer
 
     _, port = server

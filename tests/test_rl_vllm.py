@@ -5,10 +5,11 @@ import pytest
 import torch
 from test_vllm_rollouts import rescore
 
-from sculptor_rl.envs import AcmEnv, register_env
+from sculptor_rl.envs.acm import AcmEnv
+from sculptor_rl.envs import register_env
 from sculptor_rl.samples import Sample
-from sculptor_rl.tasks import generate, render_answer
-from sculptor_rl.tasks import write_jsonl
+from sculptor_rl.envs.tasks import generate, render_answer
+from sculptor_rl.jsonl import write_jsonl
 from sculptor_rl.train.rl import SculptorGRPOConfig, build_trainer, collate
 
 

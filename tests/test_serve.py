@@ -27,7 +27,7 @@ from sculptor_rl.engines.base import Request
 from sculptor_rl.config import parse_command
 from sculptor_rl.serve import MicroBatcher, ServeConfig, Server, bind, build_app
 from sculptor_rl.serve.batcher import Cancelled
-from sculptor_rl.envs import ACM_SYSTEM_PROMPT as SYSTEM_PROMPT
+from sculptor_rl.envs.acm import ACM_SYSTEM_PROMPT as SYSTEM_PROMPT
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "serve"
 KEY = "test-key"
@@ -359,7 +359,7 @@ def test_a_chunked_body_over_the_limit_is_refused(server):
 
 def memtool_policy(messages: list[dict], tool: str) -> str:
     """A MemTool session: search `tool`'s company and metric, call the tool it loaded, answer with its result."""
-    from sculptor_rl.envs.memtool_teacher import keyword
+    from sculptor_rl.envs.memtool.teacher import keyword
 
     last = messages[-1]
     if last["role"] == "user":
@@ -380,7 +380,7 @@ class MemToolPolicyEngine(PolicyEngine):
 
 @pytest.fixture(scope="module")
 def memtool_tool():
-    from sculptor_rl.memtool.catalogue import catalogue
+    from sculptor_rl.envs.memtool.catalogue import catalogue
 
     return catalogue()[catalogue().names[7]]
 
@@ -393,7 +393,7 @@ def memtool_client(fmt, memtool_tool):
 
 
 def test_memtool_env_serves_a_request_with_its_own_tool_set(memtool_client, memtool_tool, fmt):
-    from sculptor_rl.envs.memtool import MemToolConfig, MemToolEnv
+    from sculptor_rl.envs.memtool.env import MemToolConfig, MemToolEnv
 
     tool = memtool_tool
     history = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi, ask me about companies."}]
@@ -455,7 +455,8 @@ class MemoryPolicyEngine:
 
 
 def test_memtoolagent_env_serves_from_a_trained_memory(fmt, tmp_path):
-    from sculptor_rl.memory import MemoryStore, check_entry, make_entry
+    from sculptor_rl.memory import MemoryStore
+    from sculptor_rl.envs.memtoolagent.entry import check_entry, make_entry
 
     query = "Find the email address of Carlos."
     call = {"name": "company_directory.find_email_address", "arguments": {"name": "Carlos"}}

@@ -19,7 +19,7 @@ from openai import OpenAI
 from sculptor_rl.acm import TOOL_SCHEMAS
 from sculptor_rl.toolcalls import format_tool_call
 from sculptor_rl.serve import ServeConfig, Server, bind, build_app
-from sculptor_rl.envs import ACM_SYSTEM_PROMPT as SYSTEM_PROMPT
+from sculptor_rl.envs.acm import ACM_SYSTEM_PROMPT as SYSTEM_PROMPT
 
 pytestmark = pytest.mark.slow
 

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from sculptor_rl.stats import (binomial_two_sided, bootstrap_mean, interval, mcnemar_exact, mcnemar_power,
-                               mcnemar_tasks_needed, paired_bootstrap, wilson, wilson_halfwidth,
-                               wilson_tasks_needed)
+                               mcnemar_tasks_needed, paired_bootstrap, wilson, wilson_halfwidth, wilson_tasks_needed)
 
 Z = 1.959963984540054  # the 97.5 % normal quantile
 

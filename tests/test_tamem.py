@@ -13,12 +13,12 @@ import pytest
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
 from sculptor_rl.engines.base import Completion
 from sculptor_rl.envs import make_env_factory, params_of
-from sculptor_rl.envs.tamem import TamemEnv, extract_notes
-from sculptor_rl.envs.teachers import ScriptedTeacher
-from sculptor_rl.tamem import conversations, extract, locomo, metrics
-from sculptor_rl.tamem.memory import MemoryDB, NoteError, messages, oracle_notes, pages, validate_notes
-from sculptor_rl.tamem.tools import TOOL_NAMES, TOOL_SCHEMAS, Retriever
-from sculptor_rl.tasks import generate, score
+from sculptor_rl.envs.tamem.env import TamemEnv, extract_notes
+from sculptor_rl.envs.teacher import ScriptedTeacher
+from sculptor_rl.envs.tamem import conversations, extract, locomo, metrics
+from sculptor_rl.envs.tamem.memory import MemoryDB, NoteError, messages, oracle_notes, pages, validate_notes
+from sculptor_rl.envs.tamem.tools import TOOL_NAMES, TOOL_SCHEMAS, Retriever
+from sculptor_rl.envs.tasks import generate, score
 from sculptor_rl.toolcalls import format_tool_call
 
 CONVO = {"id": "hand", "speakers": ["Ann", "Bo"], "sessions": [

@@ -7,9 +7,12 @@ import re
 
 import pytest
 
-from sculptor_rl import tasks
-from sculptor_rl.tasks import babilong, common, mrcr, needlebench, pi_llm
-from sculptor_rl.tasks.common import context_spans
+from sculptor_rl.envs import tasks
+from sculptor_rl.jsonl import write_jsonl
+from sculptor_rl.records import write_parquet
+from sculptor_rl.longcontext import FAMILIES as LONG_CONTEXT
+from sculptor_rl.longcontext import babilong, common, mrcr, needlebench, pi_llm
+from sculptor_rl.records import context_spans
 
 
 def context_bounds(record: dict) -> tuple[int, int]:
@@ -18,7 +21,7 @@ def context_bounds(record: dict) -> tuple[int, int]:
     assert message == 0
     return lo, hi
 
-FAMILIES = sorted(tasks.FAMILIES)
+FAMILIES = sorted(LONG_CONTEXT)
 
 
 def records(task: str, num: int = 8, seed: int = 0, **params) -> list[dict]:
@@ -156,7 +159,7 @@ def test_ideal_response_scores_one_and_wrong_less(task):
     batch = records(task, 10)
     for r, other in zip(batch, batch[1:] + batch[:1]):
         assert tasks.score(r, tasks.render_answer(r)) == 1.0
-        assert 0.0 <= tasks.score(r, tasks.FAMILIES[task].render_answer(wrong_answer(r, other))) < 1.0
+        assert 0.0 <= tasks.score(r, LONG_CONTEXT[task].render_answer(wrong_answer(r, other))) < 1.0
         assert tasks.score(r, "") == 0.0
 
 
@@ -205,8 +208,8 @@ def test_mrcr_tolerant_extraction():
 def test_official_format_is_what_import_makes_of_the_release_row(task, tmp_path):
     """format=official: the generated record as its benchmark releases it, imported by that benchmark's importer,
     scored by its rule; the generation's meta is kept (the teachers read what the question asks about)."""
-    from sculptor_rl.tasks.importers import import_benchmark
-    from sculptor_rl.tasks.official import official_row
+    from sculptor_rl.longcontext.importers import import_benchmark
+    from sculptor_rl.longcontext.official import official_row
 
     native, official = records(task, 4), records(task, 4, format="official")
     assert official == records(task, 4, format="official")  # deterministic by seed too
@@ -256,20 +259,20 @@ def mixed() -> list[dict]:
 
 def test_jsonl_round_trip(tmp_path):
     path = tmp_path / "sub" / "tasks.jsonl"
-    tasks.write_jsonl(mixed(), path)
+    write_jsonl(mixed(), path)
     assert tasks.load_tasks(path) == mixed()
     assert tasks.load_tasks(str(path), limit=5) == mixed()[:5]
 
 
 def test_parquet_round_trip(tmp_path):
     path = tmp_path / "tasks.parquet"
-    tasks.write_parquet(mixed(), path)  # answers of mixed types: a str or a dict
+    write_parquet(mixed(), path)  # answers of mixed types: a str or a dict
     assert tasks.load_tasks(path) == mixed()
 
 
 def test_datasets_directory_round_trip(tmp_path):
     pytest.importorskip("datasets")
-    tasks.write_parquet(mixed(), tmp_path / "data" / "train.parquet")
+    write_parquet(mixed(), tmp_path / "data" / "train.parquet")
     assert tasks.load_tasks(str(tmp_path / "data"), split="train") == mixed()
 
 

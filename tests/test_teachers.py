@@ -14,10 +14,11 @@ from collections.abc import Callable
 
 import pytest
 
-from sculptor_rl import tasks
+from sculptor_rl.envs import tasks
 from sculptor_rl.acm import Workspace
-from sculptor_rl.envs import AcmEnv
-from sculptor_rl.envs.teachers import TEACHERS, teacher_for
+from sculptor_rl.envs.acm import AcmEnv
+from sculptor_rl.envs.registry import family_names, teacher as teacher_for
+from sculptor_rl.longcontext import babilong
 from sculptor_rl.toolcalls import assistant_message, calls_of
 
 MAX_CALLS = 20
@@ -95,7 +96,7 @@ def test_pi_llm_fold_ends_where_the_student_can_see():
     """The pi_llm teacher folds the stream up to its last TAIL_UPDATES updates, a fixed distance from the question,
     not up to the first of the asked keys' last updates (a place only the answer tells); it reaches further back
     only when an asked key's last update lies before that tail."""
-    from sculptor_rl.envs.teachers import TAIL_UPDATES
+    from sculptor_rl.envs.acm.teacher import TAIL_UPDATES
 
     structural = 0
     for task in tasks.generate("pi_llm", 40, seed=5, keys=3, updates=64):
@@ -146,7 +147,7 @@ def test_answer_comes_from_the_visible_context():
     """Folding the kept fact just before the teacher answers makes its answer wrong: it reads the context."""
     task = tasks.generate("babilong", 1, seed=3)[0]
     user = task["messages"][0]["content"]
-    fact = [m for m in tasks.babilong.FACT.finditer(user) if m["person"] == task["meta"]["person"]][-1]
+    fact = [m for m in babilong.FACT.finditer(user) if m["person"] == task["meta"]["person"]][-1]
     # The fact is unique; the end marker is the character after it (it must follow the start marker).
     hide_fact = fold_before_the_answer({"start_marker": fact[0], "end_marker": user[fact.end()]})
     assert rollout(task).score == 1.0
@@ -154,6 +155,6 @@ def test_answer_comes_from_the_visible_context():
 
 
 def test_registry():
-    assert set(TEACHERS) == set(tasks.ALL_FAMILIES)
+    assert all(callable(teacher_for(family)) for family in family_names())  # every family has its teacher
     with pytest.raises(ValueError, match="no scripted teacher"):
         teacher_for("chess")

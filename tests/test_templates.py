@@ -17,9 +17,9 @@ import torch
 from sculptor_rl.agent.chat import ChatFormat
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
 from sculptor_rl.envs import make_env_factory
-from sculptor_rl.envs.teachers import ScriptedTeacher
+from sculptor_rl.envs.teacher import ScriptedTeacher
 from sculptor_rl.samples import build_samples
-from sculptor_rl.tasks import generate
+from sculptor_rl.envs.tasks import generate
 
 from conftest import assert_trained_where_generated
 from template_families import FAMILIES, load_template

@@ -15,19 +15,20 @@ import pytest
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
 from sculptor_rl.engines.base import Completion
 from sculptor_rl.envs import make_env_factory, params_of
-from sculptor_rl.envs.teachers import ScriptedTeacher
-from sculptor_rl.envs.toolmem import EXPERIENCES_FILE, MEMORY_FILE, ToolMemEnv, build_memory
+from sculptor_rl.envs.teacher import ScriptedTeacher
+from sculptor_rl.envs.toolmem.env import EXPERIENCES_FILE, MEMORY_FILE, ToolMemEnv, build_memory
 from sculptor_rl.jsonl import write_jsonl
-from sculptor_rl.tasks import babilong, generate, load_tasks
-from sculptor_rl.tasks import score as score_task
-from sculptor_rl.toolmem import family
-from sculptor_rl.toolmem.biggen import import_biggen
-from sculptor_rl.toolmem.experiences import (CAPABILITY, FAMILY_MODULES, TOOLS, Tool, experience, generate_experiences,
-                                             likert, shown_with)
-from sculptor_rl.toolmem.memory import (ToolMem, category_of, check_entry, features, in_band, induce,
-                                        mirror, model_induction, parse_induction, rules_induction)
-from sculptor_rl.toolmem.metrics import (choice_metrics, choices_from_predictions, prediction_metrics,
-                                         selection_metrics)
+from sculptor_rl.longcontext import babilong
+from sculptor_rl.envs.tasks import generate, load_tasks
+from sculptor_rl.envs.tasks import score as score_task
+from sculptor_rl.envs.toolmem import family
+from sculptor_rl.envs.toolmem.biggen import import_biggen
+from sculptor_rl.envs.toolmem.experiences import (CAPABILITY, FAMILY_MODULES, TOOLS, Tool, experience,
+                                                  generate_experiences, likert, shown_with)
+from sculptor_rl.envs.toolmem.memory import (ToolMem, category_of, check_entry, features, in_band, induce, mirror,
+                                             model_induction, parse_induction, rules_induction)
+from sculptor_rl.envs.toolmem.metrics import (choice_metrics, choices_from_predictions, prediction_metrics,
+                                              selection_metrics)
 
 
 # ---- experiences ----
@@ -579,7 +580,7 @@ def test_test_time_shows_the_top_12(tmp_path):
 def test_induction_on_the_real_engine(tmp_path, fmt, vllm_engine):
     """The paper's induction on the embedded model: every experience is applied or reported, what is stored is
     valid, and the directory is what the env reads (its toolmem mode shows the stored entries)."""
-    from sculptor_rl.envs.toolmem import build_memory, load_memory
+    from sculptor_rl.envs.toolmem.env import build_memory, load_memory
 
     train = generate_experiences(1, 0, "train")
     summary = build_memory(train, tmp_path, vllm_engine, fmt.tokenizer, retries=1, max_new_tokens=96)
@@ -618,7 +619,7 @@ def _traj(record: dict, answer: str | None):
 def eval_runs(tmp_path):
     """Two models' saved eval runs on 8 pi_llm tasks: `strong/acm` answers every task right; `base/full` answers the
     2-key tasks right, one key of the first 4-key task, nothing on the other 4-key tasks (stopped by the cap)."""
-    from sculptor_rl.tasks import pi_llm
+    from sculptor_rl.longcontext import pi_llm
 
     tasks = generate("pi_llm", 4, 0, keys=2, updates=16) + generate("pi_llm", 4, 1, keys=4, updates=16)
     write_jsonl(tasks, tmp_path / "tasks.jsonl")
@@ -631,7 +632,7 @@ def eval_runs(tmp_path):
 
 
 def test_eval_run_experiences(eval_runs):
-    from sculptor_rl.toolmem.eval_runs import eval_run_experiences
+    from sculptor_rl.envs.toolmem.eval_runs import eval_run_experiences
 
     tasks, runs, tasks_file = eval_runs
     exps = eval_run_experiences(runs, tasks_file)
@@ -654,7 +655,7 @@ def test_eval_run_experiences(eval_runs):
 
 
 def test_eval_run_experiences_errors(eval_runs, tmp_path):
-    from sculptor_rl.toolmem.eval_runs import eval_run_experiences
+    from sculptor_rl.envs.toolmem.eval_runs import eval_run_experiences
 
     tasks, (strong, base), tasks_file = eval_runs
     lines = (strong / "trajectories.jsonl").read_text().splitlines()
@@ -689,7 +690,7 @@ def test_eval_run_experiences_errors(eval_runs, tmp_path):
 
 
 def test_split_by_task_is_disjoint_and_seeded(eval_runs):
-    from sculptor_rl.toolmem.eval_runs import eval_run_experiences, split_by_task
+    from sculptor_rl.envs.toolmem.eval_runs import eval_run_experiences, split_by_task
 
     _, runs, tasks_file = eval_runs
     exps = eval_run_experiences(runs, tasks_file)
@@ -710,7 +711,7 @@ def test_eval_run_tools_memory_and_records(eval_runs, tmp_path, fmt):
     """The rules memory holds entries of both model tools; predict and select records (A the tool better on the
     training tasks), no choose; the scripted teacher reading the memory, through the env, and the env's summary
     pairs its predictions in that order."""
-    from sculptor_rl.toolmem.eval_runs import eval_run_experiences, split_by_task
+    from sculptor_rl.envs.toolmem.eval_runs import eval_run_experiences, split_by_task
 
     _, runs, tasks_file = eval_runs
     train, test = split_by_task(eval_run_experiences(runs, tasks_file), 0.5, seed=0)

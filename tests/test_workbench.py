@@ -8,11 +8,12 @@ import json
 
 import pytest
 
-from sculptor_rl.memory import MemoryStore, make_entry
-from sculptor_rl.tasks import generate, render_answer, score
-from sculptor_rl.workbench import metrics
-from sculptor_rl.workbench.sandbox import TOOLS, Sandbox, WorkbenchError, outcome_correct, replay, tool_schemas
-from sculptor_rl.workbench.tasks import DOMAINS
+from sculptor_rl.memory import MemoryStore
+from sculptor_rl.envs.memtoolagent.entry import make_entry
+from sculptor_rl.envs.tasks import generate, render_answer, score
+from sculptor_rl.envs.memtoolagent import metrics
+from sculptor_rl.envs.memtoolagent.sandbox import TOOLS, Sandbox, WorkbenchError, outcome_correct, replay, tool_schemas
+from sculptor_rl.envs.memtoolagent.tasks import DOMAINS
 
 TEAM_MEMBER = Sandbox().db["project_management"][0]["assigned_to_email"]  # WorkBench takes only the team's
 # (tool, good arguments, what the good call changes: (table, row-count change) or None for a read, bad arguments)
@@ -153,7 +154,7 @@ def test_metrics():
     assert out["full_sequence_match"]["n"] == 2 and len(out["outcome"]["ci"]) == 2
     # NESTFUL: a reference written `$var1.result$` (NESTFUL's files) or `$var_1.result$` (the env's), a number as
     # 100 or 100.0, is one value: the metrics agree with the outcome (nestful.same_sequence)
-    from sculptor_rl.workbench import nestful
+    from sculptor_rl.envs.memtoolagent import nestful
 
     gold = [{"name": "multiply", "arguments": {"arg_0": 100.0, "arg_1": 10}, "label": "var1"},
             {"name": "divide", "arguments": {"arg_0": "$var1.result$", "arg_1": 4}, "label": "var2"}]
@@ -206,14 +207,14 @@ def test_env_outcome_and_bad_calls():
 
 def test_teacher_solves_every_template_through_the_loop(fmt):
     from sculptor_rl.agent.loop import LoopConfig, run_rollouts
-    from sculptor_rl.envs import ENVS, make_env_factory
-    from sculptor_rl.envs.teachers import ScriptedTeacher
+    from sculptor_rl.envs import env_class, make_env_factory
+    from sculptor_rl.envs.teacher import ScriptedTeacher
 
     tasks = generate("workbench", 19, 0, split="test") + generate("nestful", 4, 0, split="test")  # every template
     trajs = run_rollouts(tasks, ScriptedTeacher(tasks), fmt, make_env_factory("memtoolagent", {"toolset": "domain"}),
                          LoopConfig(), progress=False)
     assert [t.score for t in trajs] == [1.0] * len(tasks) and {t.reward for t in trajs} == {1.0}
-    summary = ENVS["memtoolagent"].summarize(trajs, "no_memory")
+    summary = env_class("memtoolagent").summarize(trajs, "no_memory")
     assert summary["workbench"]["outcome"]["rate"] == 1.0 and summary["nestful"]["full_sequence_match"]["rate"] == 1.0
     assert set(summary["workbench"]["outcome_by_domain"]) == set(DOMAINS) and summary["nestful"]["outcome"]["n"] == 4
     assert trajs[-1].answer == f"The answer is {trajs[-1].info['results'][-1].split('= ')[1]}."
@@ -227,8 +228,8 @@ def _write_csv(path, rows):
 
 
 def test_import_workbench_csv_and_its_database(tmp_path):
-    from sculptor_rl.workbench.importers import import_workbench
-    from sculptor_rl.workbench.sandbox import load_database
+    from sculptor_rl.envs.memtoolagent.importers import import_workbench
+    from sculptor_rl.envs.memtoolagent.sandbox import load_database
 
     qa = tmp_path / "queries_and_answers"
     qa.mkdir()
@@ -255,7 +256,7 @@ def test_import_workbench_csv_and_its_database(tmp_path):
     assert env.execute("calendar.update_event", {"event_id": "00000055", "field": "event_name",
                                                  "new_value": "Kickoff"}).ok and env.score("Done.") == 1.0
     # bare function names (the paper's Figure 7) and bad rows
-    from sculptor_rl.workbench.importers import parse_call
+    from sculptor_rl.envs.memtoolagent.importers import parse_call
 
     assert parse_call('search_customers.func(customer_name="Dakota Wilson")')["name"] == \
         "customer_relationship_manager.search_customers"
@@ -269,8 +270,8 @@ def test_import_workbench_csv_and_its_database(tmp_path):
 
 
 def test_import_nestful_and_nested_execution(tmp_path):
-    from sculptor_rl.workbench import nestful
-    from sculptor_rl.workbench.importers import import_nestful
+    from sculptor_rl.envs.memtoolagent import nestful
+    from sculptor_rl.envs.memtoolagent.importers import import_nestful
 
     path = tmp_path / "nestful.json"
     calls = [{"name": "multiply", "label": "$var_1", "arguments": {"arg_0": 100, "arg_1": 10}},
@@ -308,13 +309,13 @@ class _Lazy:
 
 
 def test_driver_rounds_frozen_snapshots_and_reflections(fmt, tmp_path):
-    from sculptor_rl.crossepisode import DriverConfig, rule_reflector, run_rounds
-    from sculptor_rl.envs.teachers import ScriptedTeacher
+    from sculptor_rl.crossepisode import DriverConfig, run_rounds
+    from sculptor_rl.envs.teacher import ScriptedTeacher
 
     tasks = generate("workbench", 6, 0, domains="customer_relationship_manager,project_management")
     cfg = DriverConfig(memory=str(tmp_path / "memory.jsonl"), out=str(tmp_path), rounds=2, num_generations=2,
                        environment_params={"retrieval": "topk", "k": 3, "toolset": "domain"})
-    store, rounds = run_rounds(tasks, _Lazy(), fmt, cfg, rule_reflector)
+    store, rounds = run_rounds(tasks, _Lazy(), fmt, cfg)
     assert [len(r) for r in rounds] == [6, 6] and len(store) == 6
     assert all(e["feedback"] == 0 and e["reflection"].startswith("Automatic critique, no LLM") for e in store.entries)
     assert MemoryStore.load(tmp_path / "memory.jsonl").entries == store.entries  # saved after every round
@@ -327,7 +328,7 @@ def test_driver_rounds_frozen_snapshots_and_reflections(fmt, tmp_path):
     assert any(t.info["retrieved"] for t in rounds[1])
     # a second driver run goes on from the saved store; the teacher succeeds: entries without reflection
     cfg2 = DriverConfig(memory=cfg.memory, out=str(tmp_path / "again"), rounds=1)
-    store2, _ = run_rounds(tasks[:2], ScriptedTeacher(tasks), fmt, cfg2, rule_reflector)
+    store2, _ = run_rounds(tasks[:2], ScriptedTeacher(tasks), fmt, cfg2)
     assert len(store2) == 8 and [e["feedback"] for e in store2.entries[6:]] == [1, 1]
     assert all(e["reflection"] is None for e in store2.entries[6:])
     assert (tmp_path / "round_0.memory.jsonl").read_text() == first  # a snapshot file never changes
@@ -338,15 +339,15 @@ def test_embedded_model_in_rounds_with_its_own_reflections(vllm_engine, fmt, tmp
     """The driver on the real engine: the policy's rollouts, its own reflections on its failures, one snapshot per
     group, and samples whose trained tokens are the engine's."""
     from sculptor_rl.agent.loop import LoopConfig
-    from sculptor_rl.crossepisode import DriverConfig, engine_reflector, run_rounds
+    from sculptor_rl.crossepisode import DriverConfig, run_rounds
+    from sculptor_rl.envs.llm import policy_llm
     from sculptor_rl.samples import build_samples
 
     tasks = generate("workbench", 4, 0, domains="calendar,email")
     cfg = DriverConfig(memory=str(tmp_path / "memory.jsonl"), out=str(tmp_path), rounds=2, num_generations=2,
                        environment_params={"retrieval": "topk", "k": 2, "toolset": "domain"},
                        loop=LoopConfig(max_tool_calls=3, max_new_tokens=48))
-    store, rounds = run_rounds(tasks, vllm_engine, fmt, cfg, engine_reflector(vllm_engine, fmt, tool_schemas(),
-                                                                            max_new_tokens=32))
+    store, rounds = run_rounds(tasks, vllm_engine, fmt, cfg, policy_llm(vllm_engine, fmt, max_new_tokens=32))
     assert len(store) == 4 and [len(r) for r in rounds] == [4, 4]
     for entry in store.entries:
         assert (entry["reflection"] is None) == (entry["feedback"] == 1)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..tasks import score as score_task
 from ..toolcalls import ToolResult
 from .reward import RewardConfig, compute_reward
 
@@ -71,16 +70,36 @@ class Env:
         results.json); the usual accuracy/score/context metrics are computed for every env anyway."""
         return {}
 
+    # Cross-episode memory (an environment whose memory lives across episodes, MemToolAgent's): the store reaches
+    # the environment as `params.memory`, a frozen snapshot; a driver (`crossepisode.run_rounds`, the RL trainer's
+    # `memory_updates`) adds the entries of each round with `memory_entries`, checked by `check_memory_entry`.
+    check_memory_entry = None  # entry -> entry (ValueError on a bad one); None: the env keeps no such memory
+
+    @classmethod
+    def memory_entries(cls, trajs: list, num_generations: int, params, llm=None, critique: bool = True,
+                       **tags) -> list[dict]:
+        """The entries a round of `trajs` (each consecutive `num_generations` one task's group) adds to the memory
+        its environments read (`params`: theirs); failures critiqued by `llm` (`envs.llm`; None: the env's offline
+        stand-in), or not at all without `critique`. `tags` (round=, step=) go into every entry."""
+        raise NotImplementedError(f"the {cls.name} environment keeps no memory across episodes")
+
+    @classmethod
+    def report(cls, results: dict, out=None) -> list[str]:
+        """The env's own section of an eval report (markdown parts, from its `summarize` numbers in
+        `results["runs"]`), its plots written to the folder `out` when given. Default: none."""
+        return []
+
     def __init__(self, task: dict, params=None, *, seed: int = 0, reward: RewardConfig | None = None,
-                 tokenizer=None):
+                 tokenizer=None, llm=None):
         self.task, self.params, self.seed, self.tokenizer = task, params or self.Params(), seed, tokenizer
+        self.llm = llm  # `envs.llm.LLM` the run wired (None: the env's offline stand-ins)
         self.reward_config = reward or RewardConfig()
         self.messages = with_system(self.system_prompt, task["messages"])
 
     @classmethod
-    def conversation(cls, messages: list[dict], params=None, *, seed: int = 0, tokenizer=None) -> "Env":
+    def conversation(cls, messages: list[dict], params=None, *, seed: int = 0, tokenizer=None, llm=None) -> "Env":
         """The env over a served client's conversation (no answer: nothing is scored)."""
-        return cls({"id": "conversation", "messages": messages}, params, seed=seed, tokenizer=tokenizer)
+        return cls({"id": "conversation", "messages": messages}, params, seed=seed, tokenizer=tokenizer, llm=llm)
 
     def render(self) -> list[dict]:
         return [dict(m) for m in self.messages]
@@ -105,7 +124,9 @@ class Env:
         stopped the rollout) or without an expected one (a served request)."""
         if answer is None or self.task.get("answer") is None:
             return 0.0
-        return score_task(self.task, answer)
+        from .tasks import score  # imports the family's module: only an environment that scores this way needs it
+
+        return score(self.task, answer)
 
     def reward(self, traj) -> float:
         return compute_reward(traj, self.reward_config)

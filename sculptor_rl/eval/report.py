@@ -17,11 +17,13 @@ import logging
 from pathlib import Path
 
 from ..acm import TOOL_SCHEMAS
+from ..envs import env_class
+from ..envs.registry import LONG_CONTEXT_BENCHMARKS
 from ..stats import mcnemar_exact, paired_bootstrap
 
 log = logging.getLogger(__name__)
 
-__all__ = ["write_report", "markdown", "accuracy_table", "bucket_table", "memtool_table", "comparisons",
+__all__ = ["write_report", "markdown", "accuracy_table", "bucket_table", "comparisons",
            "comparison_table"]
 
 TITLES = {"pi_llm": "PI-LLM", "needlebench": "NeedleBench", "mrcr": "MRCR", "babilong": "BABILong",
@@ -35,12 +37,8 @@ def write_report(results: dict, out: str | Path) -> None:
     results["comparisons"] = comparisons(results)
     (out / "results.json").write_text(json.dumps(results, indent=1))
     (out / "results.md").write_text(markdown(results))
-    if any("memtool" in run for run in results["runs"]):
-        from ..memtool.metrics import plot_loaded_curves
-
-        plot_loaded_curves({_label(results, run): run["memtool"]["loaded_per_turn"]
-                            for run in results["runs"] if "memtool" in run}, out / "loaded_tools.png")
-    if any(task != "memtool" for task in results["tasks"]):
+    _env_sections(results, out)  # its plots
+    if any(task in LONG_CONTEXT_BENCHMARKS for task in results["tasks"]):
         plot_accuracy_vs_length(results, out / "accuracy_vs_length.png")
     if any(run["mode"] == "acm" for run in results["runs"]):
         plot_tool_usage(results, out / "tool_usage.png")
@@ -144,23 +142,9 @@ def comparison_table(results: dict) -> str:
                    "p (McNemar)", "Δ Reduction pp (95 % CI)", "p"], rows)
 
 
-def _num(x, digits: int = 3) -> str:
-    return "–" if x is None else f"{x:.{digits}f}"
-
-
-def memtool_table(results: dict) -> str:
-    """Rows model × mode of the memtool runs, laid out like the MemTool paper's Table 2 (its four metrics with 95 %
-    intervals, `sculptor_rl.memtool.metrics`), then the other tool-management numbers."""
-    from ..memtool.metrics import table2_cells
-
-    rows = [[run["model"], run["mode"], f"{m['sessions']} × {m['requests'] // max(1, m['sessions'])}",
-             *table2_cells(m), _num(m["removal_ratio"]), _num(m["loaded_mean"], 2), m["loaded_max"],
-             m["limit_breaches"], m.get("capped_requests", "–"), m["format_errors"], _num(m["tool_calls"], 1),
-             _num(m["reward"]), f"{run['wall_time']:.0f}"]
-            for run in results["runs"] if (m := run.get("memtool"))]
-    return _table(["Model", "Mode", "Sessions × requests", "Avg Removal Ratio 3T", "Avg Residual 3T",
-                   "Tool Correctness", "Task Completion", "Removal ratio", "Loaded (mean)", "Loaded (max)",
-                   "Limit breaches", "Capped requests", "Format errors", "Tool calls", "Reward", "Wall s"], rows)
+def _env_sections(results: dict, out: Path | None = None) -> list[str]:
+    """The environment's own report section (`Env.report`), its plots written to `out` when given."""
+    return env_class(results["environment"]).report(results, out) if results.get("environment") else []
 
 
 def _details(results: dict) -> str:
@@ -188,10 +172,10 @@ def markdown(results: dict) -> str:
              "Accuracy is the mean task score: exact match (PI-LLM: the fraction of keys right; MRCR: the "
              "similarity ratio to the true reply; MemTool: the fraction of a session's requests answered exactly); "
              "records of a published benchmark (`data import`, or generated with format=official) are scored by "
-             "that benchmark's own rule (sculptor_rl/tasks/benchmark_scoring.py). "
+             "that benchmark's own rule (sculptor_rl/longcontext/benchmark_scoring.py). "
              "In brackets: the 95 % interval (Wilson where every score is 0 or 1, else a bootstrap of the mean, "
              "4000 resamples, seed 0); Avg. is the mean of the families' accuracies."]
-    if any(task != "memtool" for task in results["tasks"]):
+    if any(task in LONG_CONTEXT_BENCHMARKS for task in results["tasks"]):
         parts += ["## Accuracy per length bucket (%)", bucket_table(results),
                   "Rows: task family (benchmark) and length bucket (its `meta.bucket`: PI-LLM update count, "
                   "NeedleBench length/needles, MRCR token bin/needles, BABILong length/task, LongBench v2 "
@@ -204,17 +188,7 @@ def markdown(results: dict) -> str:
                   "answers: tasks only A / only B got fully right and the exact McNemar test on them. Claim a "
                   "difference only where p < 0.05 "
                   "(and mind the number of comparisons)."]
-    if any("memtool" in run for run in results["runs"]):
-        parts += ["## MemTool: tool-management metrics", memtool_table(results),
-                  "As the MemTool paper's Table 2 (eq. 2-5), pooled over sessions: avg. removal ratio 3T, the mean "
-                  "over every 3-turn window of ΣR/ΣA (tools removed / added; a window adding nothing counts 0); avg. "
-                  "residual 3T, the mean tools loaded in the 3 turns after each peak of the loaded-tools curve; tool "
-                  "correctness, per request the share of its expected tools called; task completion, per request the "
-                  "exact check (or the LLM judge's score, with judge_url). In brackets: 95 % intervals over windows, "
-                  "peaks and requests (not independent: a lower bound on the uncertainty). Removal ratio: ΣR/ΣA over "
-                  "the session (eq. 1). Limit breaches, capped requests (failed by the loop's max_tool_calls or "
-                  "max_context_tokens, the session going on) and format errors: totals over the sessions; tool calls "
-                  "(management tools included): per session; – : nothing to divide. Plot: loaded_tools.png."]
+    parts += _env_sections(results)
     parts += ["## Per task", _details(results),
               "Format err.: rollouts with an unparseable call or an unknown tool. Tool calls: per task. Ctx tokens: "
               "the task's messages before and after context management (truncate/bm25: what they kept). "

@@ -27,11 +27,12 @@ from ..agent.chat import ChatFormat
 from ..agent.loop import LoopConfig, run_rollouts
 from ..config import load_config
 from ..engines import SamplingConfig, make_engine
-from ..envs import ENVS, RewardConfig, make_env_factory, params_of
+from ..envs import RewardConfig, env_class, make_env_factory, params_of
+from ..envs.llm import make_llm
 from ..jsonl import write_atomic
 from ..metrics import per_rollout, summarize, summarize_by
 from ..models import DEFAULT_MODEL, resolve_model
-from ..tasks import generate, load_tasks
+from ..envs.tasks import generate, load_tasks
 from ..trajectory import write_trajectories
 from .report import write_report
 
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 __all__ = ["EvalConfig", "evaluate", "eval_tasks", "model_labels"]
 
 ENGINES = ("vllm", "ray", "hf")
-ACM_MODES = tuple(ENVS["acm"].eval_modes())
+ACM_MODES = tuple(env_class("acm").eval_modes())
 
 
 @dataclass
@@ -50,6 +51,9 @@ class EvalConfig(LoopConfig, RewardConfig):
     models: list[str | None] = field(default_factory=lambda: [None])  # HF ids or checkpoint dirs; None: embedded
     environment: str = "acm"  # a registered environment (acm, memtool, ...): it sets the modes and task families
     environment_params: dict = field(default_factory=dict)  # merged over each mode's own (memtool: limit, ...)
+    summarizer: str = "extractive"  # what the environments ask for an LLM (envs.llm): extractive | policy | endpoint
+    summarizer_url: str | None = None  # endpoint: its base URL
+    summarizer_model: str | None = None  # endpoint: the served model name
     tasks: list[str] | None = None  # families to evaluate (filters --data too); None: the env's, or all in data
     modes: list[str] | None = None  # None: all of the env's (acm: acm,full,truncate,bm25; memtool: its three)
     num: int | None = None  # tasks per family (split over its sizes); None: 8 generated, all loaded
@@ -68,11 +72,13 @@ class EvalConfig(LoopConfig, RewardConfig):
     engine_kwargs: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.environment in ENVS:  # an unknown environment is reported by _check
-            env = ENVS[self.environment]
-            if self.tasks is None and not self.data:  # with data: the families it holds (eval_tasks)
-                self.tasks = list(env.task_families)
-            self.modes = list(env.eval_modes()) if self.modes is None else self.modes
+        try:
+            env = env_class(self.environment)
+        except ValueError:  # reported by _check
+            return
+        if self.tasks is None and not self.data:  # with data: the families it holds (eval_tasks)
+            self.tasks = list(env.task_families)
+        self.modes = list(env.eval_modes()) if self.modes is None else self.modes
 
     @classmethod
     def from_yaml(cls, path: str | Path | None, /, **overrides) -> "EvalConfig":
@@ -86,15 +92,17 @@ class EvalConfig(LoopConfig, RewardConfig):
     def mode_env(self, mode: str) -> tuple[str, dict]:
         """The environment that runs `mode` and its parameters: the mode's own, the baselines' budget (for an
         env that takes one), then the user's `environment_params`."""
-        name, params = ENVS[self.environment].eval_modes()[mode]
-        takes = {f.name for f in dataclasses.fields(ENVS[name].Params)}
+        name, params = env_class(self.environment).eval_modes()[mode]
+        takes = {f.name for f in dataclasses.fields(env_class(name).Params)}
         budget = {k: getattr(self, k) for k in ("context_budget", "chunk_tokens") if k in takes}
         return name, {**params, **budget, **self.environment_params}
 
-    def make_env(self, mode: str, tokenizer):
-        """The environment factory of `mode`."""
+    def make_env(self, mode: str, fmt: ChatFormat, engine):
+        """The environment factory of `mode` (its LLM, `summarizer`, on `engine` or an endpoint)."""
         name, params = self.mode_env(mode)
-        return make_env_factory(name, params, seed=self.seed, reward=RewardConfig.of(self), tokenizer=tokenizer)
+        llm = make_llm(self.summarizer, engine, fmt, self.summarizer_url, self.summarizer_model)
+        return make_env_factory(name, params, seed=self.seed, reward=RewardConfig.of(self), tokenizer=fmt.tokenizer,
+                                llm=llm)
 
 
 def model_labels(models: list[str | None]) -> list[str]:
@@ -112,9 +120,7 @@ def model_labels(models: list[str | None]) -> list[str]:
 
 def _check(cfg: EvalConfig) -> None:
     env = cfg.environment
-    if env not in ENVS:
-        raise ValueError(f"unknown environment {env!r} (eval runs: {', '.join(ENVS)})")
-    modes, families = ENVS[env].eval_modes(), ENVS[env].task_families
+    modes, families = env_class(env).eval_modes(), env_class(env).task_families
     for mode in cfg.modes:
         if mode not in modes:
             raise ValueError(f"unknown mode {mode!r} of environment {env} (known: {', '.join(modes)})")
@@ -141,7 +147,7 @@ def eval_tasks(cfg: EvalConfig) -> list[dict]:
     spread over the family's sizes (bucket k generated with seed `seed + k`, so ids stay unique)."""
     if cfg.data:
         per_family: dict[str, list[dict]] = {}
-        for record in load_tasks(cfg.data, cfg.split):
+        for record in load_tasks(cfg.data, cfg.split, environment=cfg.environment):
             if cfg.tasks is None or record["task"] in cfg.tasks:
                 per_family.setdefault(record["task"], []).append(record)
         if not per_family:
@@ -217,9 +223,9 @@ def run_mode(tasks: list[dict], mode: str, engine, fmt: ChatFormat, cfg: EvalCon
     """Roll out every task in `mode`, one task family at a time (its wall time is measured on its own); the
     summary adds the env's own metrics (`Env.summarize`) under the env's name."""
     name, _ = cfg.mode_env(mode)
-    make_env = cfg.make_env(mode, fmt.tokenizer)
+    make_env = cfg.make_env(mode, fmt, engine)
     # an env without tools (the baselines) gets no tool calls: its first completion is the answer
-    no_tools = isinstance(ENVS[name].tools, list) and not ENVS[name].tools
+    no_tools = isinstance(env_class(name).tools, list) and not env_class(name).tools
     loop = dataclasses.replace(LoopConfig.of(cfg), max_tool_calls=0 if no_tools else cfg.max_tool_calls)
     bucket = {t["id"]: str(t.get("meta", {}).get("bucket", "all")) for t in tasks}
     trajs, per_task = [], {}
@@ -232,7 +238,7 @@ def run_mode(tasks: list[dict], mode: str, engine, fmt: ChatFormat, cfg: EvalCon
         per_task[family] = _family_summary(out, wall, bucket, cfg)
         trajs += out
     summary = _mode_summary(mode, per_task, trajs, sum(s["wall_time"] for s in per_task.values()), cfg)
-    own = ENVS[cfg.environment].summarize(trajs, mode)
+    own = env_class(cfg.environment).summarize(trajs, mode)
     return trajs, {**summary, **({cfg.environment: own} if own else {})}
 
 

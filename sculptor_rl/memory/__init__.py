@@ -2,17 +2,13 @@
 
 Unlike an environment's context, this memory lives ACROSS rollouts: a driver adds entries between rounds, saves
 the store to JSONL, and every rollout of one GRPO group reads the same frozen snapshot (`MemoryStore.frozen`,
-`load_snapshot`). Used by MemToolAgent (entries m = (q, a, f, r), `entry`) and ToolMem.
+`load_snapshot`). Used by MemToolAgent (its entries m = (q, a, f, r): `envs.memtoolagent.entry`) and ToolMem.
 
 - `store`: `MemoryStore` of plain-dict entries, atomic JSONL save/load, immutable snapshots;
-- `entry`: MemToolAgent's unified entry format (query, tool calls, binary feedback, reflection) and how
-  retrieved entries are shown to the model;
 - `retrieval`: BM25 similarity of queries, fixed top-k, and the paper's Dynamic "n" (Algorithm 1).
 """
 
-from .entry import check_entry, make_entry, render_entries
 from .retrieval import bm25_scores, dynamic_n, select, top_k
 from .store import MemoryStore, Snapshot, load_snapshot
 
-__all__ = ["MemoryStore", "Snapshot", "bm25_scores", "check_entry", "dynamic_n", "load_snapshot", "make_entry",
-           "render_entries", "select", "top_k"]
+__all__ = ["MemoryStore", "Snapshot", "bm25_scores", "dynamic_n", "load_snapshot", "select", "top_k"]

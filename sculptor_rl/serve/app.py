@@ -33,6 +33,7 @@ from ..agent.loop import LoopConfig, run_rollouts
 from ..engines.base import Engine, SamplingConfig
 from ..engines.base import Request as EngineRequest
 from ..envs import conversation_env
+from ..envs.llm import make_llm
 from ..trajectory import Trajectory
 from . import protocol
 from .batcher import Caller, MicroBatcher
@@ -79,10 +80,12 @@ class _ChatApp:
 
     def __init__(self, engine: Engine, fmt: ChatFormat, cfg: ServeConfig, model_name: str):
         self.fmt, self.cfg, self.model_name = fmt, cfg, model_name
-        self.make_env = conversation_env(cfg.environment, cfg.environment_params, fmt.tokenizer)
+        self.batcher = MicroBatcher(engine)
+        # a summary asks the policy through the batcher: it joins the other requests' next engine call
+        llm = make_llm(cfg.summarizer, self.batcher.caller(), fmt, cfg.summarizer_url, cfg.summarizer_model)
+        self.make_env = conversation_env(cfg.environment, cfg.environment_params, fmt.tokenizer, llm)
         limits = [n for n in (cfg.max_context_tokens, engine.max_model_len) if n]
         self.max_context = min(limits) if limits else LoopConfig.max_context_tokens
-        self.batcher = MicroBatcher(engine)
         self.pool = ThreadPoolExecutor(cfg.max_concurrent_requests, thread_name_prefix="request")
         self.in_flight = 0  # touched only on the event loop
         self.created = int(time.time())

@@ -25,6 +25,9 @@ class ServeConfig:
     top_p: float = 1.0
     seed: int = 0
     # engine
+    summarizer: str = field(default="extractive", metadata={"help": "what the environments ask for an LLM (ACM's summarize_fragment): extractive (the offline stand-in, labelled), policy (the policy's own engine) or endpoint (summarizer_url + summarizer_model, OpenAI-compatible)", "choices": ["extractive", "policy", "endpoint"]})
+    summarizer_url: str | None = field(default=None, metadata={"help": "summarizer endpoint: its base URL"})
+    summarizer_model: str | None = field(default=None, metadata={"help": "summarizer endpoint: the served model name"})
     max_model_len: int | None = field(default=None, metadata={"help": "engine context length (default: the model's)"})
     gpu_memory_utilization: float | None = field(default=None, metadata={"help": "vllm on GPU (default 0.85)"})
     kv_cache_memory_bytes: int | None = field(default=None, metadata={

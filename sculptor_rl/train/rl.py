@@ -48,7 +48,7 @@ Choices, briefly:
 - Cross-episode memory (`memory_updates`, MemToolAgent; §3 of Er et al. as `sculptor_rl.crossepisode` runs it):
   each round's rollouts, every group's alike, read one frozen snapshot of the store, written before the round to
   output_dir/memory/step-N.jsonl (N: the step it trains, as in rollouts/) and not touched after; after the
-  rollouts each task group adds one entry (`envs.memtoolagent.round_entries`), and the store is saved
+  rollouts each task group adds one entry (the env's `memory_entries` hook), and the store is saved
   (atomically) to environment_params.memory, and with every checkpoint (`memory.jsonl` in it). A resumed run
   starts from the checkpoint's copy (the store file may already hold rounds the stopped run made after it) and
   writes the snapshots of the steps it redoes again. With several processes every rank's entries are gathered,
@@ -79,13 +79,13 @@ from ..agent.loop import LoopConfig, run_rollouts
 from .. import logs
 from ..config import parse_command
 from ..engines import SamplingConfig, make_engine
-from ..envs import ENVS, RewardConfig, make_env_factory, params_of
-from ..envs.memtoolagent import engine_reflector, round_entries, rule_reflector
-from ..memory import MemoryStore, check_entry
+from ..envs import RewardConfig, env_class, make_env_factory, params_of
+from ..envs.llm import make_llm, policy_llm
+from ..memory import MemoryStore
 from ..metrics import summarize
 from ..models import resolve_model
 from ..samples import Sample, build_samples, trim
-from ..tasks import load_tasks
+from ..envs.tasks import load_tasks
 from ..trajectory import write_trajectories
 from . import heap
 from .curves import CurvesCallback
@@ -202,12 +202,14 @@ class SculptorGRPOTrainer(GRPOTrainer):
         self._train_time = 0.0
         self._step_signal: list[bool] = []  # per optimizer step of the round: any gradient at all (skip_empty_updates)
         self._deepspeed_skips = False  # DeepSpeed's optimizer step wrapped to skip empty steps
-        self.memory = self.reflect = None  # the cross-episode store (memory_updates), and its failures' critic
+        # the cross-episode store (memory_updates), grown by the env's hook, its failures critiqued by the policy
+        # (an `envs.llm`) or the env's offline stand-in (None)
+        self.memory = self.memory_llm = None
+        self.env_class = env_class(args.environment)
         if args.memory_updates != "none":
-            path = Path(args.environment_params["memory"])
-            self.memory = MemoryStore.load(path, check_entry) if path.exists() else MemoryStore(check=check_entry)
-            self.reflect = (engine_reflector(self.engine, fmt, ENVS[args.environment].tools)
-                            if args.memory_updates == "policy" else rule_reflector)
+            path, check = Path(args.environment_params["memory"]), self.env_class.check_memory_entry
+            self.memory = MemoryStore.load(path, check) if path.exists() else MemoryStore(check=check)
+            self.memory_llm = policy_llm(self.engine, fmt) if args.memory_updates == "policy" else None
 
     # ---- engine and weight sync ----
 
@@ -322,7 +324,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
                 resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
             copy = Path(resume_from_checkpoint) / MEMORY_FILE
             if copy.exists():
-                self.memory = MemoryStore.load(copy, check_entry)
+                self.memory = MemoryStore.load(copy, self.env_class.check_memory_entry)
             else:
                 log.warning("%s holds no memory store (saved without memory_updates?): going on from %s",
                             resume_from_checkpoint, self.args.environment_params["memory"])
@@ -358,7 +360,9 @@ class SculptorGRPOTrainer(GRPOTrainer):
             params = {**params, "memory": self._memory_snapshot()}
         make_env = make_env_factory(args.environment, params,
                                     seed=hash((args.seed, self.state.global_step, self.rank)) % 2**31,
-                                    reward=RewardConfig.of(args), tokenizer=self.processing_class)
+                                    reward=RewardConfig.of(args), tokenizer=self.processing_class,
+                                    llm=make_llm(args.summarizer, self.engine, self.fmt, args.summarizer_url,
+                                                 args.summarizer_model))
 
         def rollouts():
             trajs = run_rollouts(tasks, self.engine, self.fmt, make_env, LoopConfig.of(args),
@@ -366,8 +370,8 @@ class SculptorGRPOTrainer(GRPOTrainer):
             if self.memory is None:
                 return trajs, []
             # here, so that the policy critiques (memory_updates: policy) as it generated (hf: in eval mode)
-            return trajs, round_entries(trajs, self.num_generations, params_of(args.environment, params),
-                                        self.reflect, step=self.state.global_step + 1)
+            return trajs, self.env_class.memory_entries(trajs, self.num_generations, params_of(args.environment, params),
+                                                        self.memory_llm, step=self.state.global_step + 1)
 
         if args.engine == "hf":  # the policy generates: ZeRO-3 shards gathered, in evaluation mode
             from trl.models import unwrap_model_for_generation
@@ -608,7 +612,7 @@ def build_trainer(cfg: SculptorGRPOConfig, engine=None) -> SculptorGRPOTrainer:
 
     model_path = resolve_model(cfg.model)
     fmt = ChatFormat.of(model_path, cfg)
-    tasks = load_tasks(cfg.tasks, limit=cfg.tasks_limit)
+    tasks = load_tasks(cfg.tasks, limit=cfg.tasks_limit, environment=cfg.environment)
     init = dict(cfg.model_init_kwargs or {})
     init.setdefault("dtype", torch.float32)
     model = AutoModelForCausalLM.from_pretrained(model_path, **init)

@@ -13,8 +13,7 @@ from trl import GRPOConfig
 
 from ..acm import TOOL_SCHEMAS
 from ..agent.loop import LoopConfig
-from ..envs import ENVS, RewardConfig, params_of
-from ..envs.memtoolagent import MemToolAgentEnv
+from ..envs import RewardConfig, env_class, params_of
 from ..models import train_bf16
 from .lora import LoraSettings
 from .preflight import preflight
@@ -46,6 +45,9 @@ class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LoraSettings, Bat
                                                               "memtool | a registered one"})
     environment_params: dict | str | None = field(default=None, metadata={"help": "the environment's parameters "
                                                                                   "(JSON on the command line)"})
+    summarizer: str = field(default="extractive", metadata={"help": "what the environments ask for an LLM (ACM's summarize_fragment): extractive (the offline stand-in, labelled), policy (the policy's own engine) or endpoint (summarizer_url + summarizer_model, OpenAI-compatible)", "choices": ["extractive", "policy", "endpoint"]})
+    summarizer_url: str | None = field(default=None, metadata={"help": "summarizer endpoint: its base URL"})
+    summarizer_model: str | None = field(default=None, metadata={"help": "summarizer endpoint: the served model name"})
     max_model_len: int | None = field(default=None, metadata={"help": "the engine's window (None: the model's)"})
     engine: str = field(default="vllm", metadata={"help": "vllm (vllm_mode colocate|server), ray (vLLM in Ray "
                                                           "actors) or hf (the policy's own generate: no vLLM, no sync)"})
@@ -105,16 +107,18 @@ def check_config(cfg: SculptorGRPOConfig) -> list[str]:
         errors.append("set `tasks:` (a .jsonl written by `sculptor-rl data generate`, a .parquet or a datasets name)")
     elif cfg.tasks.endswith((".jsonl", ".parquet")) and not Path(cfg.tasks).exists():
         warnings.append(f"tasks file {cfg.tasks} does not exist yet (make it with `sculptor-rl data generate`)")
+    env = None
     try:  # an unknown environment, unknown or bad parameters (e.g. a memtool mode) fail here, before a model loads
         params_of(cfg.environment, cfg.environment_params)
+        env = env_class(cfg.environment)
     except (ValueError, TypeError) as e:
         errors.append(f"environment: {e}")
     if cfg.memory_updates not in MEMORY_UPDATES:
         errors.append(f"memory_updates must be one of {MEMORY_UPDATES}, got {cfg.memory_updates!r}")
     elif cfg.memory_updates != "none":
-        if not issubclass(ENVS.get(cfg.environment, object), MemToolAgentEnv):
-            errors.append(f"memory_updates grows a MemToolAgent memory: it needs environment memtoolagent, not "
-                          f"{cfg.environment!r}")
+        if env is not None and env.check_memory_entry is None:
+            errors.append(f"memory_updates grows an environment's memory across episodes: the {cfg.environment} "
+                          f"environment keeps none (memtoolagent does)")
         elif not (cfg.environment_params or {}).get("memory"):
             errors.append("memory_updates: set environment_params.memory, the store's path (JSONL; read when it "
                           "exists, saved after every round)")
@@ -240,7 +244,7 @@ def validate(cfg: SculptorGRPOConfig) -> list[str]:
     warnings; ValueError with every error found."""
     warnings = check_config(cfg)
     print(plan(cfg))
-    env = ENVS.get(cfg.environment)
+    env = env_class(cfg.environment)
     tools = getattr(env, "tools", None)
     errors, lines = preflight(cfg, cfg.bf16_asked, tools if isinstance(tools, list) else TOOL_SCHEMAS)
     for line in lines:

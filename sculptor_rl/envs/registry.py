@@ -1,0 +1,179 @@
+"""The environments by name, each imported when first named (importing the registry loads none of them).
+
+A name is one of
+- a built-in (`BUILTIN`: the packages under `sculptor_rl/envs/`),
+- an import path `package.module:Class` (a user's environment; every process of an `accelerate launch`, a Ray
+  worker or a SLURM job imports it the same way),
+- an installed package's entry point in the group `sculptor_rl.environments` (`name = "package.module:Class"`),
+- or a class added in this process with `register_env`.
+A name that does not import, or names something that is not an `Env`, is one ValueError naming it, raised before
+any engine starts.
+
+A built-in's entry also names what the rest of the house looks up by name, all as import paths: its task families
+(`family`: generate/score/render_answer modules), the scripted teacher of those families (`teacher`) and the
+importers of its benchmarks' published files (`importer`, for `sculptor-rl data import`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+
+from .base import Env
+
+__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "env_class", "env_names", "family", "family_names", "import_records",
+           "importer_names", "params_of", "register_env", "teacher"]
+
+ENTRY_POINT_GROUP = "sculptor_rl.environments"
+LONG_CONTEXT = ("pi_llm", "needlebench", "mrcr", "babilong", "gsm_infinite")
+LONG_CONTEXT_BENCHMARKS = (*LONG_CONTEXT, "longbench_v2", "frames")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A built-in environment: its class, and what it owns that others look up by name (import paths)."""
+
+    env: str  # "module:Class"
+    families: dict[str, str] = field(default_factory=dict)  # task family -> its module
+    teacher: str | None = None  # "module:function", the scripted teacher of its families
+    importers: dict[str, str] = field(default_factory=dict)  # format -> "module:function(format, source, **options)"
+
+
+_ACM_FAMILIES = {name: f"sculptor_rl.longcontext.{name}" for name in LONG_CONTEXT}
+BUILTIN: dict[str, Entry] = {
+    "acm": Entry("sculptor_rl.envs.acm:AcmEnv", _ACM_FAMILIES, "sculptor_rl.envs.acm.teacher:teach",
+                 {fmt: "sculptor_rl.longcontext.importers:import_benchmark" for fmt in LONG_CONTEXT_BENCHMARKS}),
+    "full": Entry("sculptor_rl.envs.baselines:FullEnv"),
+    "truncate": Entry("sculptor_rl.envs.baselines:TruncateEnv"),
+    "bm25": Entry("sculptor_rl.envs.baselines:Bm25Env"),
+    "memtool": Entry("sculptor_rl.envs.memtool:MemToolEnv", {"memtool": "sculptor_rl.envs.memtool.sessions"},
+                     "sculptor_rl.envs.memtool.teacher:teach"),
+    "tamem": Entry("sculptor_rl.envs.tamem:TamemEnv", {"tamem": "sculptor_rl.envs.tamem.conversations"},
+                   "sculptor_rl.envs.tamem.teacher:teach", {"locomo": "sculptor_rl.envs.tamem.locomo:import_records"}),
+    "memtoolagent": Entry("sculptor_rl.envs.memtoolagent:MemToolAgentEnv",
+                          {"workbench": "sculptor_rl.envs.memtoolagent.tasks",
+                           "nestful": "sculptor_rl.envs.memtoolagent.nestful"},
+                          "sculptor_rl.envs.memtoolagent.teacher:teach",
+                          {fmt: "sculptor_rl.envs.memtoolagent.importers:import_records"
+                           for fmt in ("workbench", "nestful")}),
+    "toolmem": Entry("sculptor_rl.envs.toolmem:ToolMemEnv", {"toolmem": "sculptor_rl.envs.toolmem.family"},
+                     "sculptor_rl.envs.toolmem.teacher:teach",
+                     {"biggen": "sculptor_rl.envs.toolmem.biggen:import_records"}),
+}
+_REGISTERED: dict[str, type[Env]] = {}  # register_env's, this process only
+
+
+def _load(path: str, what: str):
+    """The object at import path "module:attr" (ValueError naming `what` and the path when it does not import)."""
+    module, _, attr = path.partition(":")
+    try:
+        obj = importlib.import_module(module)
+        for part in attr.split(".") if attr else []:
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"{what} {path!r} does not import: {type(e).__name__}: {e}") from None
+    return obj
+
+
+def _entry_points() -> dict[str, str]:
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def env_names() -> list[str]:
+    """Every environment name known without importing one: built-ins, registered, installed entry points."""
+    return [*BUILTIN, *(n for n in _REGISTERED if n not in BUILTIN),
+            *(n for n in _entry_points() if n not in BUILTIN and n not in _REGISTERED)]
+
+
+def env_class(name: str) -> type[Env]:
+    """The environment class `name` stands for (see the module docstring), imported now."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"an environment is a name or an import path 'package.module:Class', got {name!r}")
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    if name in BUILTIN:
+        path = BUILTIN[name].env
+    elif ":" in name:
+        path = name
+    elif name in (points := _entry_points()):
+        path = points[name]
+    else:
+        raise ValueError(f"unknown environment {name!r}; choose one of {', '.join(env_names())}, or give an import "
+                         f"path 'package.module:Class' or an entry point of group {ENTRY_POINT_GROUP}")
+    cls = _load(path, "environment")
+    if not (isinstance(cls, type) and issubclass(cls, Env)):
+        raise ValueError(f"environment {name!r} ({path}) is {cls!r}, not a subclass of sculptor_rl.envs.Env")
+    return cls
+
+
+def register_env(cls: type[Env]) -> type[Env]:
+    """Add an environment class under its `name` in this process (a class decorator). Other processes (an
+    `accelerate launch`'s ranks, Ray workers) do not see it: name it by import path or entry point there."""
+    if not (isinstance(cls, type) and issubclass(cls, Env)):
+        raise TypeError(f"an environment is a subclass of sculptor_rl.envs.Env, got {cls!r}")
+    taken = _REGISTERED.get(cls.name) or (cls.name in BUILTIN and env_class(cls.name))
+    if taken and taken is not cls:
+        raise ValueError(f"environment name {cls.name!r} is taken by {taken.__qualname__}")
+    _REGISTERED[cls.name] = cls
+    return cls
+
+
+def params_of(name: str, params: dict | None = None):
+    """Environment `name`'s parameters as its `Params` dataclass (ValueError naming the unknown environment, the
+    unknown parameter, or the value its checks reject)."""
+    kind = env_class(name).Params
+    known = [f.name for f in dataclasses.fields(kind)]
+    for key in params or {}:
+        if key not in known:
+            takes = f"takes {', '.join(known)}" if known else "takes no parameters"
+            raise ValueError(f"unknown parameter {key!r} of the {name} environment (it {takes})")
+    return kind(**(params or {}))
+
+
+def _families() -> dict[str, str]:
+    return {fam: module for entry in BUILTIN.values() for fam, module in entry.families.items()}
+
+
+def family_names() -> list[str]:
+    """Every built-in task family (generate/score/render_answer), without importing one."""
+    return list(_families())
+
+
+def family(name: str):
+    """Task family `name`'s module (generate, score, render_answer), imported now."""
+    modules = _families()
+    if name not in modules:
+        raise ValueError(f"unknown task {name!r} (known: {', '.join(sorted(modules))})")
+    return _load(modules[name], "task family")
+
+
+def teacher(task_family: str):
+    """The scripted teacher of a task family: `teach(task, messages, tools=None) -> dict | str`."""
+    for entry in BUILTIN.values():
+        if task_family in entry.families and entry.teacher:
+            return _load(entry.teacher, "teacher")
+    have = sorted(f for e in BUILTIN.values() if e.teacher for f in e.families)
+    raise ValueError(f"no scripted teacher for task {task_family!r} (have: {', '.join(have)})")
+
+
+def importer_names() -> list[str]:
+    """Every format `sculptor-rl data import` reads."""
+    return [fmt for entry in BUILTIN.values() for fmt in entry.importers]
+
+
+def import_records(fmt: str, source, **options) -> list[dict]:
+    """The records (or experiences) of a benchmark's published file `source` in format `fmt`."""
+    paths = {f: path for entry in BUILTIN.values() for f, path in entry.importers.items()}
+    if fmt not in paths:
+        raise ValueError(f"unknown format {fmt!r} (known: {', '.join(paths)})")
+    function = _load(paths[fmt], "importer")
+    taken = [p.name for p in list(inspect.signature(function).parameters.values())[2:]
+             if p.kind is p.KEYWORD_ONLY or p.kind is p.POSITIONAL_OR_KEYWORD]
+    if not any(p.kind is p.VAR_KEYWORD for p in inspect.signature(function).parameters.values()):
+        unknown = sorted(set(options) - set(taken))
+        if unknown:
+            raise ValueError(f"unknown {fmt} option {unknown[0]!r} (known: {', '.join(taken) or 'none'})")
+    return function(fmt, source, **options)
