@@ -30,8 +30,8 @@ __all__ = ["DriverConfig", "run_rounds"]
 @dataclass
 class DriverConfig:
     memory: str  # the store (JSONL): read when it exists, saved after every round
-    environment: str = "memtoolagent"  # an environment that keeps a memory across episodes
     out: str  # round snapshots and trajectories go here
+    environment: str = "memtoolagent"  # an environment that keeps a memory across episodes
     rounds: int = 2  # the tasks are cut into this many consecutive chunks
     environment_params: dict = field(default_factory=dict)  # the env's (memtoolagent: retrieval, k, reflections)
     num_generations: int = 1
