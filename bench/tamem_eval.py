@@ -17,6 +17,7 @@ from pathlib import Path
 
 from sculptor_rl.agent.chat import ChatFormat
 from sculptor_rl.engines import SamplingConfig, make_engine
+from sculptor_rl.envs.llm import endpoint_llm, policy_llm
 from sculptor_rl.envs.tamem.env import extract_notes
 from sculptor_rl.eval.run import EvalConfig, evaluate, eval_tasks, model_labels
 from sculptor_rl.models import resolve_model
@@ -49,10 +50,9 @@ def main() -> None:
     try:
         evaluate(cfg, engine=engine)
         if args.llm_notes:
-            extractor = engine if not args.extractor_base_url else make_engine(
-                "openai", args.extractor_model, fmt, SamplingConfig(temperature=0.0, seed=cfg.seed),
-                base_url=args.extractor_base_url, api_key=args.api_key)
-            report = extract_notes(tasks, extractor, fmt.tokenizer, out / "notes", retries=1, max_new_tokens=1024)
+            extractor = policy_llm(engine, fmt) if not args.extractor_base_url else endpoint_llm(
+                args.extractor_base_url, args.extractor_model, args.api_key)
+            report = extract_notes(tasks, extractor, out / "notes", retries=1, max_new_tokens=1024)
             print("extraction:", json.dumps(report))
             evaluate(dataclasses.replace(cfg, out=str(out / "llm-notes"), modes=["tamem"],
                                          environment_params={"notes": str(out / "notes")}), engine=engine)

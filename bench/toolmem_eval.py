@@ -130,8 +130,9 @@ def main() -> None:
         ap.error("--teacher-only starts no engine: induce with --induction rules or on --induction-base-url")
 
     from sculptor_rl.agent.chat import ChatFormat
-    from sculptor_rl.engines import SamplingConfig, make_engine
+    from sculptor_rl.engines import SamplingConfig
     from sculptor_rl.envs.teacher import ScriptedTeacher
+    from sculptor_rl.envs.llm import endpoint_llm, policy_llm
     from sculptor_rl.envs.toolmem.env import build_memory
     from sculptor_rl.eval.run import EvalConfig, eval_tasks, evaluate
     from sculptor_rl.jsonl import write_jsonl
@@ -172,12 +173,9 @@ def main() -> None:
                                max_new_tokens=256, environment_params={"memory": str(out / "memory")},
                                out=str(out / "model"))
     try:
-        inducer, tokenizer = engine, fmt.tokenizer
-        if args.induction_base_url:
-            inducer = make_engine("openai", args.induction_model, fmt, SamplingConfig(temperature=0.0, seed=0),
-                                  base_url=args.induction_base_url, api_key=args.api_key)
-            tokenizer = None  # a chat endpoint gets the messages, rendered by its own template
-        induction = build_memory(train, out / "memory", inducer, tokenizer, retries=args.retries,
+        inducer = policy_llm(engine, fmt) if not args.induction_base_url else endpoint_llm(
+            args.induction_base_url, args.induction_model, args.api_key)
+        induction = build_memory(train, out / "memory", inducer, retries=args.retries,
                                  max_new_tokens=args.induction_tokens, induction=args.induction)
         print(json.dumps({k: v for k, v in induction.items() if k != "failed"}, indent=1))
         for failed in induction["failed"][:3]:

@@ -106,6 +106,59 @@ def cmd_memory_build(args) -> None:
           f"{args.memory} holds {len(store)} entries")
 
 
+def _asked_llm(args):
+    """`--llm policy|endpoint` of the memory commands: the LLM the environment's workflow asks (`envs.llm`), and
+    the engine to close after (the policy's)."""
+    from .agent.chat import ChatFormat
+    from .engines import SamplingConfig, make_engine
+    from .envs.llm import endpoint_llm, policy_llm
+    from .models import resolve_model
+
+    if args.llm == "endpoint":
+        if not (args.llm_url and args.llm_model):
+            raise ValueError("--llm endpoint needs --llm-url and --llm-model")
+        return endpoint_llm(args.llm_url, args.llm_model, args.api_key, args.max_new_tokens), None
+    path = resolve_model(args.model)
+    fmt = ChatFormat.from_pretrained(path)
+    engine = make_engine(args.engine, path, fmt, SamplingConfig(temperature=0.0, seed=0))
+    return policy_llm(engine, fmt, args.max_new_tokens), engine
+
+
+def cmd_memory_induce(args) -> None:
+    """ToolMem: induce the memory of tool capabilities from training experiences (the env's `memory: DIR`)."""
+    from .envs.toolmem.env import build_memory
+    from .envs.toolmem.experiences import generate_experiences
+    from .jsonl import iter_jsonl
+
+    experiences = ([row for _, row in iter_jsonl(args.experiences)] if args.experiences
+                   else generate_experiences(args.train_tasks, args.seed, "train"))
+    llm, engine = _asked_llm(args) if args.induction == "model" else (None, None)
+    try:
+        summary = build_memory(experiences, args.out, llm, retries=args.retries, max_new_tokens=args.max_new_tokens,
+                               induction=args.induction)
+    finally:
+        if engine is not None:
+            engine.close()
+    print(json.dumps({k: v for k, v in summary.items() if k != "failed"}, indent=1))
+    print(f"wrote the memory to {args.out} (--environment-param memory={args.out})")
+
+
+def cmd_memory_notes(args) -> None:
+    """TA-Mem: the LLM note extractor over the conversations of `--data` (the env's `notes: DIR`)."""
+    from .envs.tamem.env import extract_notes
+    from .envs.tasks import load_tasks
+
+    tasks = load_tasks(args.data, environment="tamem")
+    llm, engine = _asked_llm(args)
+    try:
+        report = extract_notes(tasks, llm, args.out, retries=args.retries, max_new_tokens=args.max_new_tokens)
+    finally:
+        if engine is not None:
+            engine.close()
+    print(json.dumps(report))
+    print(f"wrote the notes to {args.out} (--environment-param notes={args.out})")
+
+
 def _rollout_config(args, engine: str):
     from .agent.loop import LoopConfig
     from .engines import SamplingConfig
@@ -348,7 +401,8 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--min-reward", type=float, default=1.0, help="keep trajectories with at least this reward")
     co.set_defaults(fn=cmd_collect)
 
-    mem = sub.add_parser("memory", help="MemToolAgent's cross-episode memory").add_subparsers(dest="what",
+    mem = sub.add_parser("memory", help="the memory environments keep across episodes: MemToolAgent's (build), "
+                         "ToolMem's (induce), TA-Mem's notes").add_subparsers(dest="what",
                                                                                               required=True)
     mb = mem.add_parser("build", parents=[run], help="run memtoolagent tasks in rounds, the memory (--memory "
                         "JSONL) updated between rounds; --out holds each round's snapshot")
@@ -364,6 +418,32 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--reflect-base-url", help="--reflect openai: the endpoint")
     mb.add_argument("--reflect-model", help="--reflect openai: the served model name")
     mb.set_defaults(fn=cmd_memory_build)
+    asks = argparse.ArgumentParser(add_help=False)  # the memory workflows that ask an LLM (envs.llm)
+    asks.add_argument("--llm", default="policy", choices=["policy", "endpoint"],
+                      help="the model asked: --model on an engine of this machine, or an OpenAI-compatible endpoint")
+    asks.add_argument("--model", default=None, help="--llm policy: HF id or path (default: the embedded model)")
+    asks.add_argument("--engine", default="vllm", choices=["vllm", "hf"], help="--llm policy: the engine")
+    asks.add_argument("--llm-url", help="--llm endpoint: its base URL")
+    asks.add_argument("--llm-model", help="--llm endpoint: the served model name")
+    asks.add_argument("--api-key", default=None, help="--llm endpoint (default: $OPENAI_API_KEY)")
+    asks.add_argument("--out", required=True, help="the directory the environment reads")
+    asks.add_argument("--retries", type=int, default=1, help="a malformed answer is asked again this many times")
+    mi = mem.add_parser("induce", parents=[asks], help="ToolMem: induce the memory of tool capabilities from "
+                        "training experiences (the toolmem env's memory=DIR)")
+    mi.add_argument("--experiences", help="experiences (.jsonl: `data import --format biggen`, your own); default: "
+                    "generated from --train-tasks long-context tasks x the 4 context strategies")
+    mi.add_argument("--train-tasks", type=int, default=8)
+    mi.add_argument("--seed", type=int, default=0)
+    mi.add_argument("--induction", default="model", choices=["model", "rules"],
+                    help="the paper's LLM induction, or the deterministic rules (offline, no model)")
+    mi.add_argument("--max-new-tokens", type=int, default=256)
+    mi.set_defaults(fn=cmd_memory_induce)
+    mn = mem.add_parser("notes", parents=[asks], help="TA-Mem: extract the notes of --data's conversations with an "
+                        "LLM (the tamem env's notes=DIR)")
+    mn.add_argument("--data", required=True, help="tamem tasks (.jsonl: `data generate --task tamem`, "
+                    "`data import --format locomo`)")
+    mn.add_argument("--max-new-tokens", type=int, default=2048)
+    mn.set_defaults(fn=cmd_memory_notes)
 
     sa = sub.add_parser("samples", parents=[template],
                         help="Algorithm 1: trajectories → training samples with loss masks")

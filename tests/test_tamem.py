@@ -13,12 +13,14 @@ import pytest
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
 from sculptor_rl.engines.base import Completion
 from sculptor_rl.envs import make_env_factory, params_of
+from sculptor_rl.envs.llm import policy_llm
 from sculptor_rl.envs.tamem.env import TamemEnv, extract_notes
 from sculptor_rl.envs.teacher import ScriptedTeacher
 from sculptor_rl.envs.tamem import conversations, extract, locomo, metrics
 from sculptor_rl.envs.tamem.memory import MemoryDB, NoteError, messages, oracle_notes, pages, validate_notes
 from sculptor_rl.envs.tamem.tools import TOOL_NAMES, TOOL_SCHEMAS, Retriever
 from sculptor_rl.envs.tasks import generate, score
+from sculptor_rl.jsonl import write_jsonl
 from sculptor_rl.toolcalls import format_tool_call
 
 CONVO = {"id": "hand", "speakers": ["Ann", "Bo"], "sessions": [
@@ -275,7 +277,7 @@ def test_env_teacher_and_turn_limit_through_the_loop(fmt, tmp_path):
     shown, whole = bm25.render()[-1]["content"], tasks[0]["messages"][0]["content"]
     assert len(shown) < len(whole) / 3 and shown.endswith(tasks[0]["messages"][0]["content"].split("\n\n")[-1])
     # LLM notes: extracted once per conversation through an engine, then the env's memory
-    report = extract_notes(tasks, _Extractor(), fmt.tokenizer, tmp_path)
+    report = extract_notes(tasks, policy_llm(_Extractor(), fmt), tmp_path)
     assert report == {"conversations": 2, "extracted": 2, "reused": 0, "sessions": 12, "retried": 0, "failed": 0}
     llm = make_env_factory("tamem", {"notes": str(tmp_path)}, tokenizer=fmt.tokenizer)(tasks[0], 0)
     assert llm.info()["notes"] == "llm" and llm.execute("get_tags", {}).text == "1 tag keys: chat"
@@ -283,3 +285,17 @@ def test_env_teacher_and_turn_limit_through_the_loop(fmt, tmp_path):
         params_of("tamem", {"notes": "/no/such/dir"})
     with pytest.raises(ValueError, match="cannot serve"):
         TamemEnv.conversation([{"role": "user", "content": "hi"}])
+
+
+@pytest.mark.slow
+def test_memory_notes_command_on_the_policy(tmp_path, model_path, capsys):
+    """`sculptor-rl memory notes` on the embedded model (HF engine): every conversation extracted or reported, the
+    cache the env reads written either way."""
+    from sculptor_rl.cli import main
+
+    write_jsonl(generate("tamem", 1, 0), tmp_path / "t.jsonl")
+    main(["memory", "notes", "--data", str(tmp_path / "t.jsonl"), "--out", str(tmp_path / "notes"), "--engine", "hf",
+          "--model", model_path, "--max-new-tokens", "32", "--retries", "0"])
+    report = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert report["conversations"] == 1 and report["extracted"] + report["failed"] == 1
+    assert len(list((tmp_path / "notes").glob("*.json"))) == 1

@@ -291,7 +291,7 @@ def test_build_memory_with_the_rules_needs_no_engine(tmp_path):
     summary = build_memory(train, tmp_path, induction="rules")
     assert (summary["induction"], summary["updates"], summary["failed"]) == ("rules", len(train), [])
     assert json.loads((tmp_path / "induction.json").read_text())["entries"] == summary["entries"] > 0
-    with pytest.raises(ValueError, match="needs an engine"):
+    with pytest.raises(ValueError, match="needs an LLM"):
         build_memory(train, tmp_path)
     with pytest.raises(ValueError, match="unknown induction"):
         build_memory(train, tmp_path, induction="oracle")
@@ -580,10 +580,11 @@ def test_test_time_shows_the_top_12(tmp_path):
 def test_induction_on_the_real_engine(tmp_path, fmt, vllm_engine):
     """The paper's induction on the embedded model: every experience is applied or reported, what is stored is
     valid, and the directory is what the env reads (its toolmem mode shows the stored entries)."""
+    from sculptor_rl.envs.llm import policy_llm
     from sculptor_rl.envs.toolmem.env import build_memory, load_memory
 
     train = generate_experiences(1, 0, "train")
-    summary = build_memory(train, tmp_path, vllm_engine, fmt.tokenizer, retries=1, max_new_tokens=96)
+    summary = build_memory(train, tmp_path, policy_llm(vllm_engine, fmt), retries=1, max_new_tokens=96)
     assert summary["updates"] + len(summary["failed"]) == len(train)
     assert summary["retries"] >= len(summary["failed"])
     memory, experiences = load_memory(str(tmp_path))
@@ -741,3 +742,16 @@ def test_eval_run_tools_memory_and_records(eval_runs, tmp_path, fmt):
     assert out["prediction"]["mae"] == 0.125  # one prediction off by 1: 1 for base/full's 0.25 (2/5)
     # both pairs right, and seen as "better" (A above B): A is the stronger tool, not the first by name
     assert [out[k][m] for k in ("selection", "selection_from_predictions") for m in ("accuracy", "f1_gt")] == [1.0] * 4
+
+
+def test_memory_induce_command_writes_what_the_env_reads(tmp_path, capsys):
+    from sculptor_rl.cli import main
+    from sculptor_rl.envs.toolmem.env import load_memory
+
+    main(["memory", "induce", "--induction", "rules", "--train-tasks", "2", "--out", str(tmp_path / "mem")])
+    assert "memory=" in capsys.readouterr().out
+    memory, experiences = load_memory(str(tmp_path / "mem"))
+    assert [dict(e) for e in experiences] == generate_experiences(2, 0, "train") and len(memory.store) > 0
+    task = generate("toolmem", 1, 0, kind="predict")[0]
+    shown = ToolMemEnv(task, params_of("toolmem", {"mode": "toolmem", "memory": str(tmp_path / "mem")})).render()
+    assert shown[-1]["content"]

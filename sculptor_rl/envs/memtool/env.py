@@ -55,20 +55,18 @@ Search_Tools and Remove_Tools report `modified` when they change the set: Algori
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 from ...acm.schemas import ToolError, show
-from ...engines.base import Request, SamplingConfig
-from ...engines.openai_engine import OpenAIEngine
 from . import metrics, sessions
 from .catalogue import QUARTERS, SEARCH_TOP_K, YEARS, catalogue
 from .metrics import session_reward
 from ...toolcalls import ToolResult, json_object
 from ..base import Env
+from ..llm import endpoint_llm
 
 __all__ = ["MODES", "MANAGEMENT_TOOLS", "MEMTOOL_SYSTEM_PROMPT", "MemToolConfig", "MemToolEnv", "Turn", "PRUNE_STEP",
            "REPRUNE_STEP", "SEARCH_STEP", "SUMMARY_STEP", "SEARCH", "REMOVE", "ask_endpoint", "judge_score"]
@@ -176,15 +174,13 @@ class Turn:
     judged: float | None = None  # the LLM judge's alignment score in [0, 1] (with judge_url)
 
 
-@lru_cache(maxsize=8)
-def _endpoint(url: str, model: str) -> OpenAIEngine:
-    return OpenAIEngine(model, url, api_key=os.environ.get("OPENAI_API_KEY", "EMPTY"),
-                        sampling=SamplingConfig(temperature=0.0, seed=0), concurrency=1)
+_endpoint = lru_cache(maxsize=8)(endpoint_llm)  # one client per endpoint, not one per judged request
 
 
 def ask_endpoint(url: str, model: str, messages: list[dict], max_tokens: int = 256) -> str:
-    """One chat completion from an OpenAI-compatible endpoint (greedy)."""
-    return _endpoint(url, model).generate([Request(prompt_ids=[], messages=messages, max_new_tokens=max_tokens)])[0].text
+    """One chat completion from an OpenAI-compatible endpoint (greedy), through the LLM seam (`envs.llm`)."""
+    (reply,) = _endpoint(url, model).ask([messages], max_new_tokens=max_tokens, tag="memtool")
+    return reply
 
 
 def judge_score(text: str) -> float:

@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...engines.base import Request
 from . import conversations, extract, metrics
 from .memory import MemoryDB, oracle_notes, pages
 from .tools import TOOL_SCHEMAS, Retriever
@@ -134,21 +133,10 @@ class TamemEnv(Env):
                 **({"bleu1": metrics.bleu1(answer, gold)} if gold is not None else {})}
 
 
-def engine_complete(engine, tokenizer, max_new_tokens: int = 2048):
-    """`complete(list of message lists) -> list of texts` on any engine (token engines get the chat template's
-    prompt ids, chat engines the messages)."""
-    def complete(batch: list[list[dict]]) -> list[str]:
-        requests = [Request(prompt_ids=tokenizer.encode(tokenizer.apply_chat_template(
-                                m, tokenize=False, add_generation_prompt=True), add_special_tokens=False),
-                            messages=m, max_new_tokens=max_new_tokens, rollout_id=f"extract/{i}")
-                    for i, m in enumerate(batch)]
-        return [c.text for c in engine.generate(requests)]
-    return complete
-
-
-def extract_notes(tasks: list[dict], engine, tokenizer, out_dir: str | Path, retries: int = 1,
-                  max_new_tokens: int = 2048) -> dict:
-    """The LLM extractor over the conversations of `tasks` (each once), cached per conversation in `out_dir` (the
-    env's `notes: DIR`). Returns the report of `tamem.extract.run`."""
+def extract_notes(tasks: list[dict], llm, out_dir: str | Path, retries: int = 1, max_new_tokens: int = 2048) -> dict:
+    """The LLM extractor over the conversations of `tasks` (each once) on `llm` (`envs.llm`: the policy's engine
+    or an endpoint), cached per conversation in `out_dir` (the env's `notes: DIR`). Returns `tamem.extract.run`'s
+    report."""
     convos = list({t["meta"]["conversation"]["id"]: conversations.conversation_of(t) for t in tasks}.values())
-    return extract.run(convos, engine_complete(engine, tokenizer, max_new_tokens), Path(out_dir), retries)
+    return extract.run(convos, lambda batch: llm.ask(batch, max_new_tokens=max_new_tokens, tag="extract"),
+                       Path(out_dir), retries)

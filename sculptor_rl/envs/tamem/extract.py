@@ -11,7 +11,7 @@ notes and the cache file lists the failure.
 `run(conversations, complete, out_dir)` extracts every conversation not yet cached and writes
 `out_dir/<conversation id>.json` ({"conversation_sha256", "notes", "failures"}); `load(out_dir, conversation)`
 reads one back and checks it is of that conversation. `complete(batch of message lists) -> texts` is any
-model: `sculptor_rl.envs.tamem.engine_complete` makes one from an engine.
+model: `sculptor_rl.envs.tamem.env.extract_notes` asks the run's LLM (`envs.llm`) through it.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...engines.base import Request, SamplingConfig
+from ...engines.base import SamplingConfig
 from ...jsonl import write_atomic, write_jsonl
 from ...memory import MemoryStore, bm25_scores, load_snapshot, top_k
 from ...memory.store import thaw
@@ -231,35 +231,28 @@ class ToolMemEnv(Env):
 
 # ---- the induction on an engine ----
 
-def engine_generate(engine, tokenizer, max_new_tokens: int = 256, retry_temperature: float = RETRY_TEMPERATURE):
-    """`generate(prompts, attempt) -> texts` on `engine`: each prompt one user turn, rendered with the policy's
-    chat template (token engines) or sent as messages (chat endpoints); the first attempt with the engine's own
-    sampling, a retry at `retry_temperature` (seeded by the attempt), so that a greedy engine does not repeat itself."""
+def llm_generate(llm, max_new_tokens: int = 256, retry_temperature: float = RETRY_TEMPERATURE):
+    """`generate(prompts, attempt) -> texts` on `llm` (`envs.llm`): each prompt one user turn; the first attempt
+    greedy, a retry at `retry_temperature` (seeded by the attempt), so that it does not repeat itself."""
     def generate(prompts: list[str], attempt: int) -> list[str]:
         sampling = SamplingConfig(temperature=retry_temperature, seed=attempt) if attempt else None
-        requests = []
-        for prompt in prompts:
-            messages = [{"role": "user", "content": prompt}]
-            ids = tokenizer.encode(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True),
-                                   add_special_tokens=False) if tokenizer is not None else []
-            requests.append(Request(prompt_ids=ids, messages=messages, max_new_tokens=max_new_tokens,
-                                    sampling=sampling))
-        return [c.text for c in engine.generate(requests)]
+        return llm.ask([[{"role": "user", "content": p}] for p in prompts], max_new_tokens=max_new_tokens,
+                       sampling=sampling, tag="induce")
     return generate
 
 
-def build_memory(experiences: list[dict], out: str | Path, engine=None, tokenizer=None, retries: int = 2,
-                 max_new_tokens: int = 256, induction: str = "model") -> dict:
+def build_memory(experiences: list[dict], out: str | Path, llm=None, retries: int = 2, max_new_tokens: int = 256,
+                 induction: str = "model") -> dict:
     """Induce a ToolMem from training `experiences` and write the `memory` directory the env reads: the memory, the
     experiences (for few-shot) and `induction.json` (how it was induced, updates, retries, the failed answers).
-    `induction` "model" (the paper's) runs on `engine`; "rules" (`toolmem.memory`) needs none."""
+    `induction` "model" (the paper's) asks `llm` (`envs.llm`); "rules" (`toolmem.memory`) needs none."""
     if induction not in INDUCTIONS:
         raise ValueError(f"unknown induction {induction!r}; choose one of {', '.join(INDUCTIONS)}")
-    if induction == "model" and engine is None:
-        raise ValueError("the model induction needs an engine (or induction='rules', which needs none)")
+    if induction == "model" and llm is None:
+        raise ValueError("the model induction needs an LLM (or induction='rules', which needs none)")
     memory = ToolMem()
     step = rules_induction if induction == "rules" else \
-        model_induction(engine_generate(engine, tokenizer, max_new_tokens), retries=retries)
+        model_induction(llm_generate(llm, max_new_tokens), retries=retries)
     report = induce(memory, experiences, step)
     out = Path(out)
     memory.save(out / MEMORY_FILE)
