@@ -1,4 +1,4 @@
-"""The README's toy environment ("Writing an environment"), run as written: rollout → samples → one SFT step."""
+"""The toy environment of docs/writing-an-environment.md, run as written: rollout → samples → one SFT step."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ from sculptor_rl.rollout import RolloutConfig, rollout
 from sculptor_rl.samples import policy_samples, write_samples
 from sculptor_rl.toolcalls import HermesParser, format_tool_call
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "writing-an-environment.md"
 
 
 def readme_environment() -> type:
-    """The README section's code, executed: it registers `calculator`."""
-    section = README.read_text().split("## Writing an environment\n", 1)[1].split("\n## ", 1)[0]
+    """The page's code, executed: it registers `calculator`."""
+    section = PAGE.read_text().split("# Writing an environment\n", 1)[1].split("\n## ", 1)[0]
     (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
     assert len(code.splitlines()) <= 35  # about 30 lines
     if "calculator" not in ENVS:
-        exec(compile(code, str(README), "exec"), {"__name__": "readme_toy_env"})
+        exec(compile(code, str(PAGE), "exec"), {"__name__": "readme_toy_env"})
     return ENVS["calculator"]
 
 
