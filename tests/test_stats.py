@@ -137,7 +137,7 @@ def test_tasks_needed_reach_the_power(p_only_a, p_only_b):
 def test_readme_sample_size_tables_are_what_stats_computes():
     from pathlib import Path
 
-    text = Path(__file__).parents[1].joinpath("README.md").read_text()
+    text = Path(__file__).parents[1].joinpath("docs", "statistics.md").read_text()
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
             for line in text.splitlines() if line.startswith("| ")}
     for label, rate in [("± Wilson half-width (points) at a rate of 5 %", 0.05), ("… at 20 %", 0.2),
