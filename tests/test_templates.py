@@ -258,8 +258,10 @@ def _conversation(thinking: bool, one_call: bool = False) -> list[dict]:
     return [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather?"},
             call(0, "get_weather"), out(0, "get_weather"),
             *([call(1, "get_weather"), out(1, "get_weather"), call(2, "get_time"), out(2, "get_time")] if one_call
-              else [call(1, "get_weather", "get_time"), out(1, "get_weather"), out(2, "get_time")]), answer("Sunny."), {"role": "user", "content": "And tomorrow?"}, call(3, "get_weather"),
-            out(3, "get_weather"), answer("Rain.")]
+              else [call(1, "get_weather", "get_time"), out(1, "get_weather"), out(2, "get_time")]),
+            answer("Sunny."), {"role": "user", "content": "And tomorrow?"}, call(3, "get_weather"),
+            out(3, "get_weather"),
+            answer("Rain.")]
 
 
 _WEATHER = [{"type": "function", "function": {"name": n, "description": n, "parameters": {
