@@ -199,7 +199,9 @@ _add(Family(
            "pythonic signatures + JSON schema inside <tools>. Re-renders calls from structure "
            "(arguments dict -> tojson, str kept). Tool messages -> <|im_start|>tool with "
            "<tool_response>. A user-supplied system message becomes a SECOND system turn after "
-           "the tools system turn. Which of <tool_call>/<tools>/... are single tokens in the real "
+           "the tools system turn. The last tool response closes '\\n</tool_response><|im_end|>', but "
+           "'\\n</tool_response>\\n<|im_end|>' once a message follows, so a step after a read-only call re-renders "
+           "(variant hermes3_append_only). Which of <tool_call>/<tools>/... are single tokens in the real "
            "vocabulary is unverified."),
     example_completion=('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
                         '</tool_call><|im_end|>'),
@@ -288,7 +290,8 @@ _add(Family(
            "tool messages skipped in that check). SURPRISE: the system message is only emitted "
            "(prepended to the user text) when the last user message is the LAST message of the "
            "conversation, so it vanishes from a conversation that ends with the model's reply and "
-           "the generation prompt is not a prefix of the rendered tool-call turn. Tool result: "
+           "the generation prompt is not a prefix of the rendered tool-call turn (variant "
+           "mistral_nemo_append_only keeps both with the first user message). Tool result: "
            "[TOOL_RESULTS]{\"content\": <raw content>, \"call_id\": ..}[/TOOL_RESULTS]. Several "
            "calls per turn OK."),
     example_completion=('[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}, '

@@ -16,13 +16,14 @@ import torch
 
 from sculptor_rl.agent.chat import ChatFormat
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
+from sculptor_rl.engines.base import Completion
 from sculptor_rl.envs import make_env_factory
 from sculptor_rl.envs.teacher import ScriptedTeacher
 from sculptor_rl.samples import build_samples
 from sculptor_rl.envs.tasks import generate
 
 from conftest import assert_trained_where_generated
-from template_families import FAMILIES, load_template
+from template_families import FAMILIES, load_template, template_path
 
 # tool_format of template_families → the parser `auto` must pick
 PARSER = {"hermes": "hermes", "llama3_json": "llama3_json", "mistral": "mistral", "mistral_args": "mistral",
@@ -34,12 +35,20 @@ ARCH = {"qwen3": "qwen3", "qwen3_coder": "qwen3_moe", "qwen2_5": "qwen2", "qwen3
         "mistral_small_3_2": "mistral", "gpt_oss": "gpt_oss", "deepseek_v3": "deepseek_v3",
         "deepseek_v3_1": "deepseek_v3", "deepseek_r1": "qwen2", "glm4_6": "glm4_moe", "phi4_mini": "phi3",
         "smollm3": "smollm3"}
-# Not through the scripted teacher (a clear error, tested below): Mistral Nemo's template moves the system message
-# into the last user turn, and DeepSeek-V3 and R1 templates render a call made after tool outputs inside the
-# outputs block, so the teacher's structured turn cannot be cut out of the rendering.
-NOT_YET = {"mistral_nemo", "deepseek_v3", "deepseek_r1"}
-CALLING = [name for name, f in FAMILIES.items() if f.tool_format in PARSER and name not in NOT_YET]
-CASES = [(name, kwargs) for name in CALLING for kwargs in FAMILIES[name].kwargs_variants or [{}]]
+# Official templates the scripted teacher refuses with a clear error (tested below): Mistral Nemo's moves the system
+# message into the last user turn, and DeepSeek-V3's and R1's render a call made after tool outputs inside the outputs
+# block, so the teacher's structured turn cannot be cut out of the rendering. Their append-only variants run.
+REFUSED = {"mistral_nemo", "deepseek_v3", "deepseek_r1"}
+# the append-only variants shipped in sculptor_rl/agent/templates/, and the family each is a variant of
+VARIANTS = {"qwen3_append_only": "qwen3", "mistral_nemo_append_only": "mistral_nemo",
+            "deepseek_v3_append_only": "deepseek_v3", "deepseek_r1_append_only": "deepseek_r1",
+            "deepseek_v3_1_append_only": "deepseek_v3_1", "hermes3_append_only": "hermes3"}
+CALLING = [name for name, f in FAMILIES.items() if f.tool_format in PARSER and name not in REFUSED]
+# (family, template: None for the official one or a variant's name, kwargs)
+CASES = ([(name, None, kwargs) for name in CALLING for kwargs in FAMILIES[name].kwargs_variants or [{}]]
+         + [(name, variant, kwargs) for variant, name in VARIANTS.items()
+            for kwargs in FAMILIES[name].kwargs_variants or [{}]])
+CASE_IDS = [f"{t or n}-{k}" if k else (t or n) for n, t, k in CASES]
 LOOP = LoopConfig(max_tool_calls=12, max_new_tokens=512)
 
 
@@ -61,9 +70,10 @@ def tokenizer(name: str):
                                    chat_template=load_template(name), name_or_path=f"tiny-{name}")
 
 
-def chat_format(name: str, kwargs: dict) -> ChatFormat:
+def chat_format(name: str, kwargs: dict, template: str | None = None) -> ChatFormat:
     tok = tokenizer(name)
-    return ChatFormat(tok, tok.convert_tokens_to_ids(FAMILIES[name].stop), chat_template_kwargs=kwargs)
+    return ChatFormat(tok, tok.convert_tokens_to_ids(FAMILIES[name].stop), chat_template=template,
+                      chat_template_kwargs=kwargs)
 
 
 @functools.cache
@@ -77,9 +87,9 @@ def rollouts(fmt: ChatFormat):
                         progress=False)
 
 
-@pytest.mark.parametrize("name, kwargs", CASES, ids=[f"{n}-{k}" if k else n for n, k in CASES])
-def test_scripted_teacher_through_the_official_template(name, kwargs):
-    fmt = chat_format(name, kwargs)
+@pytest.mark.parametrize("name, template, kwargs", CASES, ids=CASE_IDS)
+def test_scripted_teacher_through_the_official_template_or_its_variant(name, template, kwargs):
+    fmt = chat_format(name, kwargs, template)
     assert fmt.parser.name == PARSER[FAMILIES[name].tool_format]
     trajs = rollouts(fmt)
     for traj in trajs:
@@ -126,51 +136,200 @@ def sft_step(name: str, samples) -> None:
     assert torch.isfinite(loss) and any(not torch.equal(a, p) for a, p in zip(before, model.parameters()))
 
 
-def test_templates_that_render_no_calls_refuse_the_scripted_teacher_clearly():
-    for name in [n for n, f in FAMILIES.items() if f.tool_format not in PARSER]:
-        fmt = ChatFormat(tokenizer(name), tokenizer(name).convert_tokens_to_ids(FAMILIES[name].stop), parser="hermes")
-        assert not fmt.renders_calls
-        with pytest.raises(ValueError, match="renders no tool calls"):
-            rollouts(fmt)
+NO_CALLS = [n for n, f in FAMILIES.items() if f.tool_format not in PARSER]  # Phi-4-mini, SmolLM3 (edited copy)
 
 
-@pytest.mark.parametrize("kwargs", FAMILIES["qwen3"].kwargs_variants)
-def test_the_append_only_qwen3_variant_splits_only_where_the_context_changes(kwargs):
-    official, variant = chat_format("qwen3", kwargs), ChatFormat(tokenizer("qwen3"), chat_template="qwen3_append_only",
-                                                                 chat_template_kwargs=kwargs)
-    for fmt in (official, variant):
-        trajs = rollouts(fmt)
-        modified = sum(sum(s.modified for s in t.steps[:-1]) + 1 for t in trajs)
-        samples = sum(len(build_samples(t)) for t in trajs)
-        assert all(t.score == 1.0 for t in trajs)
-        assert (samples == modified) == (fmt is variant)  # the official one re-renders the think blocks
+@pytest.mark.parametrize("name", NO_CALLS)
+def test_templates_that_render_no_calls_are_refused_naming_what_to_pass(name):
+    """Phi-4-mini's official template and SmolLM3's public copy render no assistant calls, so neither says the
+    model's call format: `parser: auto` refuses naming `parser` (and `chat_template` for structured turns), the
+    scripted teacher refuses naming `chat_template` and `parser`; with a template file that renders calls and its
+    parser, the teacher runs token-exact."""
+    tok = tokenizer(name)
+    stops = tok.convert_tokens_to_ids(FAMILIES[name].stop)
+    with pytest.raises(ValueError, match=r"renders no tool calls.*set `parser`.*`chat_template` to a template file"):
+        ChatFormat(tok, stops)
+    fmt = ChatFormat(tok, stops, parser="hermes")  # the model's own text is kept as the turn's content
+    assert not fmt.renders_calls
+    with pytest.raises(ValueError, match=r"renders no tool calls.*set `chat_template` to a template file.*`parser`"):
+        rollouts(fmt)
+    if name != "smollm3":
+        return
+    # what the refusal names: a template file that renders calls and its parser (here, for SmolLM3's ChatML tokens,
+    # Qwen2.5's template: the Hermes-style <tool_call> JSON that SmolLM3's original template asks for)
+    fixed = ChatFormat(tok, stops, chat_template=str(template_path("qwen2_5")), parser="hermes")
+    assert fixed.renders_calls
+    for traj in rollouts(fixed):
+        assert traj.score == 1.0 and traj.format_errors == 0
+        assert_trained_where_generated(traj, build_samples(traj))
 
 
-@pytest.mark.parametrize("name", sorted(NOT_YET))
+def counts(fmt: ChatFormat, engine=None) -> tuple[int, int, int]:
+    """(steps, samples if append-only: context modifications + 1 per rollout, samples) over the test tasks."""
+    trajs = run_rollouts(tasks(), engine or ScriptedTeacher(tasks(), fmt.one_call_per_turn), fmt,
+                         make_env_factory("acm"), LOOP, progress=False)
+    assert all(t.score == 1.0 and t.format_errors == 0 for t in trajs)
+    for t in trajs:
+        assert_trained_where_generated(t, build_samples(t))
+    return (sum(len(t.steps) for t in trajs), sum(sum(s.modified for s in t.steps[:-1]) + 1 for t in trajs),
+            sum(len(build_samples(t)) for t in trajs))
+
+
+VARIANT_CASES = [(v, n, k) for n, v, k in CASES if v]
+
+
+@pytest.mark.parametrize("variant, name, kwargs", VARIANT_CASES, ids=[f"{v}-{k}" if k else v
+                                                                       for v, _, k in VARIANT_CASES])
+def test_a_variant_splits_only_where_the_context_changes_and_starts_as_the_official(variant, name, kwargs):
+    """A variant's samples are exactly the context modifications + 1; its first prompt of every task is the
+    official template's, token for token (only how history is kept differs); and the official template it replaces
+    splits more on this workload (Qwen3, DeepSeek-V3.1 thinking), refuses the teacher (Mistral Nemo, DeepSeek-V3,
+    R1), or splits as much here (DeepSeek-V3.1 non-thinking; Hermes 3, whose re-rendering follows read-only calls:
+    `test_history_table`'s last column)."""
+    fmt, official = chat_format(name, kwargs, variant), chat_format(name, kwargs)
+    steps, modified, samples = counts(fmt)
+    assert samples == modified < steps
+    env = make_env_factory("acm")
+    for i, task in enumerate(tasks()):
+        start = env(task, i)
+        assert fmt.head_ids(start.render(), start.tools) == official.head_ids(start.render(), start.tools)
+    if name in REFUSED:
+        with pytest.raises(ValueError, match="renders earlier text differently"):
+            rollouts(official)
+    elif name == "qwen3" or kwargs.get("thinking"):
+        assert counts(official)[2] > samples  # Qwen3 (both modes), DeepSeek-V3.1 thinking re-render history
+    else:
+        assert counts(official)[2] == samples  # DeepSeek-V3.1 non-thinking: the official is append-only already
+
+
+class Reasoning:
+    """The scripted teacher, each turn with reasoning (`reasoning_content`), as a thinking model writes it."""
+
+    max_model_len = None
+
+    def __init__(self, teacher):
+        self.teacher = teacher
+
+    def generate(self, requests):
+        return [Completion(text=c.text, message={**c.message, "reasoning_content": "I look at it first."})
+                for c in self.teacher.generate(requests)]
+
+
+THINKING = [("qwen3_append_only", "qwen3", {"enable_thinking": True}),
+            ("deepseek_r1_append_only", "deepseek_r1", {}),
+            ("deepseek_v3_1_append_only", "deepseek_v3_1", {"thinking": True})]
+
+
+@pytest.mark.parametrize("variant, name, kwargs", THINKING, ids=[v for v, _, _ in THINKING])
+def test_thinking_variants_keep_the_reasoning_as_written(variant, name, kwargs):
+    """Turns with reasoning, in a thinking mode: the variant renders each turn's reasoning where the model wrote it
+    (after the generation prompt's think opening), the parser reads it back, and history keeps it, so samples are
+    still exactly the context modifications + 1 (DeepSeek-V3.1's official template drops it from history and
+    splits more; R1's refuses the teacher)."""
+    fmt = chat_format(name, kwargs, variant)
+    steps, modified, samples = counts(fmt, Reasoning(ScriptedTeacher(tasks(), fmt.one_call_per_turn)))
+    assert samples == modified
+    trajs = run_rollouts(tasks()[:1], Reasoning(ScriptedTeacher(tasks(), False)), fmt, make_env_factory("acm"), LOOP,
+                         progress=False)
+    shown = fmt.decode(trajs[0].steps[-1].prompt_ids)
+    assert "I look at it first." in shown  # the reasoning of earlier turns is still in the last prompt
+    if name == "deepseek_v3_1":  # the official one renders '</think>' where the turn had its reasoning
+        official = chat_format(name, kwargs)
+        assert counts(official, Reasoning(ScriptedTeacher(tasks(), False)))[2] > samples
+    elif name == "qwen3":  # the official one keeps a non-empty think block after the last user query: as many
+        official = chat_format(name, kwargs)  # samples on one query (it drops them once a new query follows)
+        assert counts(official, Reasoning(ScriptedTeacher(tasks(), False)))[2] == samples
+
+
+def _conversation(thinking: bool, one_call: bool = False) -> list[dict]:
+    """Two user turns, calls one and two at a time (one at a time where the template renders one), each answered;
+    reasoning on every assistant turn in thinking mode; ids as the loop numbers them."""
+    def call(k, *names):
+        return {"role": "assistant", "content": "", "tool_calls": [
+            {"id": f"call{k + j:05d}", "type": "function", "function": {"name": n, "arguments": {"city": "Paris"}}}
+            for j, n in enumerate(names)], **({"reasoning_content": f"think {k}"} if thinking else {})}
+
+    def out(k, name):
+        return {"role": "tool", "tool_call_id": f"call{k:05d}", "name": name, "content": f"result {k}"}
+
+    def answer(text):
+        return {"role": "assistant", "content": text, **({"reasoning_content": "think more"} if thinking else {})}
+
+    return [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather?"},
+            call(0, "get_weather"), out(0, "get_weather"),
+            *([call(1, "get_weather"), out(1, "get_weather"), call(2, "get_time"), out(2, "get_time")] if one_call
+              else [call(1, "get_weather", "get_time"), out(1, "get_weather"), out(2, "get_time")]),
+            answer("Sunny."), {"role": "user", "content": "And tomorrow?"}, call(3, "get_weather"),
+            out(3, "get_weather"),
+            answer("Rain.")]
+
+
+_WEATHER = [{"type": "function", "function": {"name": n, "description": n, "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}} for n in ("get_weather", "get_time")]
+
+
+def re_rendered_turns(fmt: ChatFormat, name: str, kwargs: dict) -> list[int]:
+    """The assistant turns of `_conversation` (reasoning where the mode thinks) after which the next prompt does not
+    begin with the last prompt + the turn as the model wrote it there; each turn's calls and reasoning are checked
+    to parse back as made. A ValueError where the template cannot render a turn on its own (refused)."""
+    thinking = kwargs.get("enable_thinking", kwargs.get("thinking", name == "deepseek_r1"))
+    messages, bad = _conversation(bool(thinking), fmt.one_call_per_turn), []
+    for k, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        prompt = fmt.text(messages[:k], add_generation_prompt=True, tools=_WEATHER)
+        turn = fmt.decode(fmt.render_completion(messages[:k], _WEATHER, message))
+        later = fmt.text(messages[: k + 2], add_generation_prompt=True, tools=_WEATHER)
+        if not later.startswith(prompt + turn):
+            bad.append(k)
+        parsed = fmt.parser.parse(fmt.strip_stop(turn), _WEATHER)
+        assert [c.name for c in parsed.calls] == [c["function"]["name"] for c in message.get("tool_calls", [])]
+        if message.get("reasoning_content") and parsed.reasoning is not None:
+            assert parsed.reasoning == message["reasoning_content"], (k, turn)
+    return bad
+
+
+@pytest.mark.parametrize("variant, name, kwargs", VARIANT_CASES, ids=[f"{v}-{k}" if k else v
+                                                                       for v, _, k in VARIANT_CASES])
+def test_a_variant_is_append_only_over_two_user_turns(variant, name, kwargs):
+    """Every prompt of a two-user-turn conversation (two calls in a turn, two outputs in a row, reasoning where the
+    mode thinks) begins with the last prompt + the turn the model wrote there: the variant never re-renders."""
+    assert re_rendered_turns(chat_format(name, kwargs, variant), name, kwargs) == []
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
 def test_templates_that_rewrite_around_a_new_turn_refuse_the_teacher_clearly(name):
     kwargs = (FAMILIES[name].kwargs_variants or [{}])[0]
-    with pytest.raises(ValueError, match="renders earlier text differently once an assistant turn follows"):
+    with pytest.raises(ValueError, match="renders earlier text differently once an assistant turn follows.*"
+                                         f"{name}_append_only"):
         rollouts(chat_format(name, kwargs))
 
 
 def test_history_table():
-    """What each official template does to history, measured: samples per rollout against the steps that modified
-    the context (an append-only template gives exactly modifications + 1)."""
+    """What each official template and each variant does to history, measured: samples per rollout against the
+    steps that modified the context (an append-only template gives exactly modifications + 1)."""
     rows = []
-    for name, kwargs in CASES:
-        fmt = chat_format(name, kwargs)
-        trajs = rollouts(fmt)
-        samples = sum(len(build_samples(t)) for t in trajs)
-        modified = sum(sum(s.modified for s in t.steps[:-1]) + 1 for t in trajs)
-        steps = sum(len(t.steps) for t in trajs)
-        rows.append((name, kwargs, fmt.parser.name, fmt._tools_via, fmt.one_call_per_turn, steps, modified, samples))
+    for name, template, kwargs in CASES:
+        fmt = chat_format(name, kwargs, template)
+        steps, modified, samples = counts(fmt)
+        try:
+            two_users = re_rendered_turns(fmt, name, kwargs) or "append-only"
+        except ValueError:
+            two_users = "refused"
+        rows.append((name, template or "official", kwargs, fmt.parser.name, fmt._tools_via, fmt.one_call_per_turn,
+                     steps, modified, samples, two_users))
         assert modified <= samples <= steps
-    print("\n| family | kwargs | parser | tools via | one call per turn | steps | samples if append-only | samples |")
+    for name in sorted(REFUSED):
+        rows.append((name, "official", {}, "", "", "", "refused", "", "", "refused"))
+    print("\n| family | template | kwargs | parser | tools via | one call per turn | steps | samples if append-only "
+          "| samples | two user turns: turns re-rendered |")
     for row in rows:
         print("| " + " | ".join(str(x) for x in row) + " |")
-    by = {(r[0], str(r[1])): r for r in rows}
-    assert by[("qwen2_5", "{}")][7] == by[("qwen2_5", "{}")][6]  # append-only
-    assert by[("qwen3", "{'enable_thinking': False}")][7] == by[("qwen3", "{'enable_thinking': False}")][5]  # splits
+    by = {(r[0], r[1], str(r[2])): r for r in rows}
+    assert by[("qwen2_5", "official", "{}")][8] == by[("qwen2_5", "official", "{}")][7]  # append-only
+    nothink = ("qwen3", "official", "{'enable_thinking': False}")
+    assert by[nothink][8] == by[nothink][6]  # splits at every step
+    assert all(r[8] == r[7] and r[9] == "append-only" for r in rows if r[1] != "official")  # the variants
 
 
 def test_samples_of_another_tokenizer_are_refused(fmt, tmp_path):

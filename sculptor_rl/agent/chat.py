@@ -9,6 +9,22 @@ gpt-oss their analysis), the prompt is the rendering tokenized afresh and Algori
 (design, "Any model"). `chat_template` (a file or a named variant such as `qwen3_append_only`) and
 `chat_template_kwargs` (e.g. `enable_thinking`) replace or parametrise the model's own template; the tool-call
 parser is the template's (`parser: auto`) or named.
+
+The named variants (`TEMPLATE_VARIANTS`, in `templates/`) are append-only versions of official templates that
+re-render history: each keeps the official text where it already extends the last prompt + completion, and changes
+only what re-renders (every change is commented at the top of its file):
+- `qwen3_append_only`: every assistant turn keeps its think block, empty or not (the official drops it before the
+  last user query, and after it from every turn but the last one whose think block is empty);
+- `mistral_nemo_append_only`: the system message and the tools stay with the first user message (the official moves
+  the tools before the last user message and shows the system message only while a user message ends the
+  conversation); text written before `[TOOL_CALLS]` is kept;
+- `deepseek_v3_append_only`, `deepseek_r1_append_only`: each call turn one closed block, after tool outputs closed
+  first (as DeepSeek's V3-0324 template does; the official renders a call after tool outputs inside them, drops the
+  calls of a turn with text, and closes a call block only after a second call); R1's keeps the reasoning;
+- `deepseek_v3_1_append_only`: in thinking mode a turn keeps its `<think>` reasoning (the official renders
+  `</think>` in its place, where the generation prompt had `<think>`);
+- `hermes3_append_only`: a tool response is closed as the generation prompt after it showed it (the official adds a
+  newline before `<|im_end|>` once a message follows, so a step after a read-only call re-renders).
 """
 
 from __future__ import annotations
@@ -19,12 +35,15 @@ from functools import cached_property
 from importlib import resources
 from pathlib import Path
 
-from ..toolcalls import make_parser, parser_for_template
+from ..toolcalls import PARSERS, make_parser, parser_for_template
 
 __all__ = ["ChatFormat", "TEMPLATE_VARIANTS", "load_template"]
 
 # Append-only variants of official templates that re-render history (shipped in sculptor_rl/agent/templates/)
-TEMPLATE_VARIANTS = ("qwen3_append_only",)
+TEMPLATE_VARIANTS = ("qwen3_append_only", "mistral_nemo_append_only", "deepseek_v3_append_only",
+                     "deepseek_r1_append_only", "deepseek_v3_1_append_only", "hermes3_append_only")
+_NO_CALLS = ("this chat template renders no tool calls of an assistant turn (Phi-4-mini's and SmolLM3's official "
+             "ones render none)")
 _PROBE_TOOL = {"type": "function", "function": {"name": "probe_tool_zq", "description": "probe",
                                                 "parameters": {"type": "object", "properties": {}}}}
 
@@ -54,8 +73,18 @@ class ChatFormat:
         self.kwargs = dict(chat_template_kwargs or {})
         self.eos_id = tokenizer.eos_token_id
         self.eos = tokenizer.convert_ids_to_tokens(self.eos_id)
-        self.parser = make_parser(parser_for_template(self.template) if parser == "auto" else parser)
         self._tools_via = self._tool_delivery()
+        self._call_shape = self._call_dialect()
+        if parser == "auto" and self._call_shape is None:
+            try:
+                parser = parser_for_template(self.template)
+            except ValueError:
+                raise ValueError(f"{_NO_CALLS}, so its tool-call format is unknown: set `parser` to the format the "
+                                 f"model writes calls in ({', '.join(PARSERS)}; its completions are then kept as "
+                                 "the turn's text), and for structured turns (the scripted teachers, a chat "
+                                 "endpoint's calls) also `chat_template` to a template file that renders "
+                                 "assistant `tool_calls` in that format") from None
+        self.parser = make_parser(parser_for_template(self.template) if parser == "auto" else parser)
         # ids that end an assistant turn (some models list several, e.g. <|im_end|> and <|endoftext|>), and the token
         # the template itself closes a turn with, which a checkpoint's eos may not be (a GGUF converted by some
         # transformers versions says <|endoftext|> where ChatML turns end in <|im_end|>)
@@ -63,7 +92,6 @@ class ChatFormat:
         self.stop_ids = list(dict.fromkeys([self.eos_id, *extra_stop_ids, *([] if turn_end is None else [turn_end])]))
         self.stop_texts = tokenizer.convert_ids_to_tokens(self.stop_ids)
         self.end_id = self.eos_id if turn_end is None else turn_end  # closes a turn known only as text
-        self._call_shape = self._call_dialect()
 
     @classmethod
     def from_pretrained(cls, model: str, chat_template: str | None = None, chat_template_kwargs: dict | None = None,
@@ -195,8 +223,10 @@ class ChatFormat:
         the template's rendering of the turn after the generation prompt, up to and including its end-of-turn
         token; so calls come out in the model's own format."""
         if message.get("tool_calls") and not self.renders_calls:
-            raise ValueError("this chat template renders no tool calls of an assistant turn, so a structured turn (a "
-                             "scripted teacher's) cannot be written in the model's format; set `chat_template`")
+            raise ValueError(f"{_NO_CALLS}, so a structured turn's calls (a scripted teacher's, a chat endpoint's) "
+                             "cannot be written in the model's format: set `chat_template` to a template file that "
+                             "renders assistant `tool_calls` in the format the model writes them in, and `parser` to "
+                             "that format")
         base = self.text(messages, add_generation_prompt=False, tools=tools)
         gen = self.text(messages, add_generation_prompt=True, tools=tools)
         full = self.text([*messages, message], add_generation_prompt=False, tools=tools)
@@ -208,9 +238,9 @@ class ChatFormat:
             start = full.rindex(gen[prompt_end:]) + len(gen) - prompt_end  # the turn follows the generation prompt
         if start < prompt_end:
             raise ValueError("this chat template renders earlier text differently once an assistant turn follows "
-                             "(Mistral Nemo's moves the system message; DeepSeek's put a call after tool outputs "
-                             "inside the outputs block), so the turn cannot be cut out of it; set `chat_template` to "
-                             "an append-only one")
+                             "(Mistral Nemo's moves the system message; DeepSeek-V3's and R1's put a call after tool "
+                             "outputs inside the outputs block), so the turn cannot be cut out of it; set "
+                             "`chat_template` to an append-only one (" + ", ".join(TEMPLATE_VARIANTS) + ")")
         body = full[start:]
         ends = [(body.find(s), s) for s in self.stop_texts if s in body]
         if ends:
