@@ -10,13 +10,13 @@ score prediction, pair selection and choosing a context strategy, beside the pap
 1. Training experiences: `--train-tasks` generated tasks x the 4 context strategies (train split, exact scores);
    or, with `--eval-run` (repeated: one saved `sculptor-rl eval` run each) and `--tasks` (the task records it ran
    on, the eval's data file), the tools are the runs' models in their modes ("sft_final/acm"), each task's
-   experience scored as the run scored it (`sculptor_rl.toolmem.eval_runs`), split by task into train and test
+   experience scored as the run scored it (`sculptor_rl.envs.toolmem.eval_runs`), split by task into train and test
    (`--test-fraction` of the tasks in test, drawn by `--split-seed`); `--train-tasks` is not used then.
 2. The memory: `--induction model` (default, the paper's: top-6 entries per category, refinement prompt,
    M <- (M \\ M_ctx) ∪ M_upd) run on the model itself through one vLLM engine (greedy), or with
    --induction-base-url on any OpenAI-compatible endpoint (the paper induces with the model it evaluates; a small
    model writes no usable entries); `--induction rules`: the same update path with the deterministic rules
-   (`sculptor_rl.toolmem.memory`), the offline substitute, which needs no model. `OUT/memory/induction.json` says
+   (`sculptor_rl.envs.toolmem.memory`), the offline substitute, which needs no model. `OUT/memory/induction.json` says
    how it was induced and how many answers were malformed, retried and given up on.
 3. `sculptor-rl eval --environment toolmem` (configs/eval/toolmem_cpu.yaml) on the same engine: `--num` predict
    records in all (predict, select, choose) of the test split, in the three modes; and the scripted teacher in the

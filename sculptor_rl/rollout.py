@@ -25,7 +25,7 @@ __all__ = ["RolloutConfig", "rollout", "rollout_engine", "rollout_to_file"]
 
 @dataclass
 class RolloutConfig:
-    engine: str = "vllm"  # vllm | hf | openai | scripted (the scripted teachers, `envs.teachers`)
+    engine: str = "vllm"  # vllm | hf | openai | scripted (the scripted teachers, `envs.teacher`)
     model: str | None = None  # the policy (HF id or path; None: the embedded default): its tokenizer makes the ids
     teacher_model: str | None = None  # openai engine: the served model's name
     base_url: str | None = None  # openai engine: the endpoint, e.g. http://127.0.0.1:8000/v1

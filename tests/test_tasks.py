@@ -1,4 +1,4 @@
-"""Task generators, scorers and dataset IO (sculptor_rl.tasks)."""
+"""Task generators, scorers and dataset IO (sculptor_rl.longcontext, sculptor_rl.records, sculptor_rl.envs.tasks)."""
 
 from __future__ import annotations
 

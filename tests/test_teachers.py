@@ -1,4 +1,4 @@
-"""Scripted teachers (sculptor_rl.envs.teachers) solving generated tasks in the real ACM environment.
+"""Scripted teachers (sculptor_rl.envs.teacher) solving generated tasks in the real ACM environment.
 
 Reduction = 1 - rendered chars / original chars of the first messages (system + user) at the end of the
 rollout; the assistant and tool messages the rollout appended are not counted. chars/4 is the token proxy,

@@ -1,4 +1,4 @@
-"""The WorkBench-style sandbox (sculptor_rl.workbench) and the memtoolagent environment: every tool on its
+"""The WorkBench-style sandbox (sculptor_rl.envs.memtoolagent.sandbox) and the memtoolagent environment: every tool on its
 database (good and bad arguments), the outcome check, the task generator, the metrics, the env with memory, the
 scripted teacher through the real agent loop, and the importers on small files in the published shapes."""
 

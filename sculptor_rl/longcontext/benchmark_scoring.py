@@ -1,7 +1,7 @@
 """Scorers of the published benchmarks, each following that benchmark's own rule (its source named below).
 
-A record imported by `sculptor_rl.tasks.importers` has `meta.benchmark` set to one of `BENCHMARKS`;
-`sculptor_rl.tasks.score` sends it here. Every scorer first drops the response's `<think>` blocks (a reasoning
+A record imported by `sculptor_rl.longcontext.importers` has `meta.benchmark` set to one of `BENCHMARKS`;
+`sculptor_rl.envs.tasks.score` sends it here. Every scorer first drops the response's `<think>` blocks (a reasoning
 model's thoughts are not its answer) and returns a float in [0, 1].
 """
 

@@ -76,7 +76,7 @@ def check_range(name: str, value: int, low: int, high: int | None = None) -> Non
 
 def make_record(task: str, seed: int, index: int, intro: str, context: str, question: str, answer,
                 bucket: str, params: dict, **meta) -> dict:
-    """The record format shared by all families (see sculptor_rl/tasks/__init__.py)."""
+    """The record format shared by all families (see sculptor_rl/records.py)."""
     user = f"{intro}\n\n{context}\n\n{question}"
     start = len(intro) + 2
     return {

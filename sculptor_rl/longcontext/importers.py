@@ -1,5 +1,5 @@
 """Importers of the published benchmarks: a file or `datasets` directory in a benchmark's own release format
-→ task records (the format of sculptor_rl/tasks/__init__.py), scored by that benchmark's rule
+→ task records (the format of sculptor_rl/records.py), scored by that benchmark's rule
 (`benchmark_scoring`). Nothing is downloaded: the user points at what they downloaded.
 
 Input: `.jsonl`, `.json` (a list of objects), `.parquet`, `.csv`/`.tsv`, or a directory written by

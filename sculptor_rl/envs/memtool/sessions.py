@@ -1,6 +1,6 @@
 """MemTool sessions: T consecutive user requests, each needing catalogue tools (a task family, `memtool`).
 
-A record has the family layout of `sculptor_rl.tasks` (the first user message; the environment gives the system
+A record has the record format of `sculptor_rl.records` (the first user message; the environment gives the system
 prompt), and:
 
     "answer": [[<value>, ...] per request],            # the tool outputs each request asks for, in order

@@ -7,7 +7,7 @@ conditional template ("if ... then plot/book") has no write when its condition i
 right outcome there. Multi-domain templates chain domains (a customer's assignee gets a meeting; a task's
 assignee an email), so the result of one call feeds the next.
 
-A record (the family layout of `sculptor_rl.tasks`):
+A record (the record format of `sculptor_rl.records`):
 
     {"id": "workbench-train-s0-00003", "task": "workbench", "messages": [{"role": "user", "content": query}],
      "answer": [{"name": "calendar.search_events", "arguments": {...}}, ...],   # the gold calls

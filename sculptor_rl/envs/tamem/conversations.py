@@ -15,7 +15,7 @@ single-hop (a pet's name, the current job, a relative's name), multi-hop (all ho
 gathered over sessions), temporal (when an event happened: a date like "7 May 2023") and open-domain (the country
 of a city named in the conversation: world knowledge on top of the memory).
 
-A record is one question (the family layout of `sculptor_rl.tasks`): its user message is
+A record is one question (the record format of `sculptor_rl.records`): its user message is
 `intro \\n\\n transcript \\n\\n question`, so the no-tool baselines and the ACM env run on it unchanged
 (`meta.context` spans the transcript); the tamem env shows only the question and serves the memory through its
 tools. The id ends with the category, so any env's trajectories group by it (`metrics.category_of`).

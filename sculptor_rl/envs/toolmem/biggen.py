@@ -9,7 +9,7 @@
   `run_response_eval.py` writes): one JSON object {id: record}, a record with the instance's columns, `response`,
   `response_model_name`, and one judge's `score` (text, "1".."5"), `feedback` and `eval_model_name` (`judge` does
   not apply: the file names its judge, kept as the experience's `judge`).
-The tool is the model that answered; the experience format is `sculptor_rl.toolmem.experiences`', with `judge`
+The tool is the model that answered; the experience format is `sculptor_rl.envs.toolmem.experiences`', with `judge`
 and the row's other columns (`reference_answer`, `instance_idx`, ...) in `meta`. Rows the judge did not score (a
 missing or out-of-range score) are left out; a missing column is a ValueError naming the row. Nothing is
 downloaded: the user points at the file (`.parquet`, `.jsonl`, ... — `tasks.importers.read_rows` — or the JSON

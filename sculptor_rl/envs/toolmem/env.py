@@ -1,7 +1,7 @@
 """The ToolMem environment (Xiao et al., 2025): predict a tool's score on a task, pick the better of two tools, or
 choose the tool to solve a task with and solve it, with a memory of the tools in context.
 
-A `toolmem` record (`sculptor_rl.toolmem.family`) asks for a 1-5 score (kind predict), for "A"/"B" (kind
+A `toolmem` record (`sculptor_rl.envs.toolmem.family`) asks for a 1-5 score (kind predict), for "A"/"B" (kind
 select, A the more capable tool of the pair) or for a tool's name (kind choose). The mode decides what the model
 knows of the tools (paper §3.1):
 - `generic`: the tool's description only (the record's own prompt);

@@ -4,7 +4,7 @@
 `sculptor-rl eval` saves each (model, mode) run under `OUT/runs/<model>/<mode>/`: `trajectories.jsonl` (one
 trajectory per task: its `task_id`, final `answer`, exact `score`, `stop_reason`, ...) and `summary.json`, written
 last (a run without it is incomplete). `eval_run_experiences` turns such run directories, with the task records
-they ran on (the eval's data file), into experiences of the shape of `sculptor_rl.toolmem.experiences`: the tool
+they ran on (the eval's data file), into experiences of the shape of `sculptor_rl.envs.toolmem.experiences`: the tool
 is "<model dir>/<mode dir>", `raw` the trajectory's score, `score` its 1-5 (`likert`), `prompt` the task as a
 predictor sees it (`experiences._prompt`), `feedback` what the model answered and what was right. Experiences
 come task by task (the tasks file's order), the runs in the order given within a task. Nothing is skipped: a

@@ -10,7 +10,7 @@ task, as in the paper's neural tools:
 - `bm25-B`: the context in ~200-token chunks of whole lines, the chunks BM25 ranks best for the question kept up
   to B tokens in document order — good where the question names the fact (a person's moves), weak on multi-hop
   chains (only the first link is named) and on an i-th occurrence (an earlier one may be dropped).
-Token counts are chars/4 estimates, as in `sculptor_rl.tasks`. `CAPABILITY` ranks the tools as the paper ranks
+Token counts are chars/4 estimates, as in `sculptor_rl.longcontext`. `CAPABILITY` ranks the tools as the paper ranks
 its pairs (§4: the more capable tool is A); `shown_with` is what an agent that chose a tool reads (the same view).
 
 An experience (one JSON object, the unit ToolMem learns from and is tested on):
