@@ -1,6 +1,6 @@
 """MemToolAgent's ablation table on one model (paper §4.3): the memory is built by the model itself, in rounds, on
 the train split (its failures reflected on by the same engine, Figure 6), then `eval` of
-configs/eval/memtoolagent_cpu.yaml runs the held-out test split with no memory, fixed top-k and Dynamic "n", with
+configs/memtoolagent/eval_cpu.yaml runs the held-out test split with no memory, fixed top-k and Dynamic "n", with
 and without reflections. With --teacher-memory, topk and dynamic also run over a memory of correct executions
 (the scripted teacher's: one entry per train task, like the paper's one query per template). One vLLM engine
 serves it all. Prints outcome accuracy per domain, tool/parameter F1 and full-sequence match with 95 % intervals
@@ -96,7 +96,7 @@ def main() -> None:
     out = Path(args.out)
     path = resolve_model(args.model)
     fmt = ChatFormat.from_pretrained(path)
-    cfg = EvalConfig.from_yaml("configs/eval/memtoolagent_cpu.yaml", out=str(out / "eval"), models=[args.model],
+    cfg = EvalConfig.from_yaml("configs/memtoolagent/eval_cpu.yaml", out=str(out / "eval"), models=[args.model],
                                num=args.num)
     loop = LoopConfig(max_tool_calls=cfg.max_tool_calls, max_new_tokens=cfg.max_new_tokens,
                       max_context_tokens=cfg.max_context_tokens)

@@ -3,7 +3,7 @@
     .venv/bin/python bench/rl_memory.py --model runs/long/sft/final --rollouts runs/long/rl/rollouts \
         [--budgets 6144 4096]
 
-The long CPU recipe's GSPO stage (configs/rl/long_cpu.yaml) was once OOM-killed on a 24 GiB box. This replays
+The long CPU recipe's GSPO stage (configs/acm/rl_long_cpu.yaml) was once OOM-killed on a 24 GiB box. This replays
 rounds it saved (`save_rollouts`: `step-*.rank0.jsonl`), cut into Algorithm 1 samples with their group
 advantages as the trainer cuts them, and trains them with the trainer's own `_micro_batches` and `_compute_loss`
 (bf16 autocast where native, forward + backward of every micro-batch, one AdamW step per round):
@@ -55,7 +55,7 @@ def variant(name: str, overrides: dict, model: str, rounds: list[str], trim: boo
     from sculptor_rl.train.rl import SculptorGRPOConfig, SculptorGRPOTrainer
     from sculptor_rl.train.shared_prefix import computed_tokens
 
-    cfg = load_config(SculptorGRPOConfig, ROOT / "configs/rl/long_cpu.yaml",
+    cfg = load_config(SculptorGRPOConfig, ROOT / "configs/acm/rl_long_cpu.yaml",
                       dict(overrides, model=model, engine="hf", output_dir="/tmp/rl_memory_bench", report_to=[],
                            bf16=BF16, save_strategy="no"))
     fmt = ChatFormat.from_pretrained(model)
@@ -101,7 +101,7 @@ def main() -> None:
         sys.exit(f"error: no step-*.rank0.jsonl in {args.rollouts} (a GSPO run with save_rollouts: true)")
     from sculptor_rl.config import read_yaml
 
-    groups = read_yaml(ROOT / "configs/rl/long_cpu.yaml")["num_generations"]
+    groups = read_yaml(ROOT / "configs/acm/rl_long_cpu.yaml")["num_generations"]
     counts = {f: sum(a != 0 for a in saved_round(f, groups)[1]) for f in files}
     rounds = [str(f) for f in sorted(files, key=lambda f: -counts[f])[: args.rounds]]
     print(f"rounds: {', '.join(f'{Path(f).name} ({counts[Path(f)]} samples with a signal)' for f in rounds)}",

@@ -1,4 +1,4 @@
-"""TA-Mem's eval table on one model: `eval` of configs/eval/tamem_cpu.yaml (tamem over the oracle notes, full, bm25,
+"""TA-Mem's eval table on one model: `eval` of configs/tamem/eval_cpu.yaml (tamem over the oracle notes, full, bm25,
 acm) and, with --llm-notes, the same model as the LLM extractor (`envs.tamem.extract_notes`) and the tamem mode
 over its notes; one vLLM engine serves it all. Prints Table I's layout (per category F1 / BLEU-1, tokens and turns
 per question) beside the paper's TA-Mem and Mem0 rows, and the tool shares per category, and writes both to
@@ -40,7 +40,7 @@ def main() -> None:
         ap.error("--extractor-base-url and --extractor-model go together")
     args.llm_notes = args.llm_notes or bool(args.extractor_base_url)
     out = Path(args.out)
-    cfg = EvalConfig.from_yaml("configs/eval/tamem_cpu.yaml", out=str(out), models=[args.model],
+    cfg = EvalConfig.from_yaml("configs/tamem/eval_cpu.yaml", out=str(out), models=[args.model],
                                modes=args.modes.split(",") if args.modes else None)
     tasks = eval_tasks(cfg)
     path = resolve_model(args.model)

@@ -18,7 +18,7 @@ score prediction, pair selection and choosing a context strategy, beside the pap
    model writes no usable entries); `--induction rules`: the same update path with the deterministic rules
    (`sculptor_rl.envs.toolmem.memory`), the offline substitute, which needs no model. `OUT/memory/induction.json` says
    how it was induced and how many answers were malformed, retried and given up on.
-3. `sculptor-rl eval --environment toolmem` (configs/eval/toolmem_cpu.yaml) on the same engine: `--num` predict
+3. `sculptor-rl eval --environment toolmem` (configs/toolmem/eval_cpu.yaml) on the same engine: `--num` predict
    records in all (predict, select, choose) of the test split, in the three modes; and the scripted teacher in the
    same three modes, reading the same memory, as a reference for what the memory itself carries (on an empty memory
    the teacher's TOOLMEM row is its GENERIC row: no memory line, so 3 and the first tool). A choose record is a
@@ -168,7 +168,7 @@ def main() -> None:
         engine = VLLMEngine(path, fmt.stop_ids, SamplingConfig(temperature=0.0, seed=0), max_model_len=8192,
                             enforce_eager=True)
     # room for a choose record's second answer, the task's own (an mrcr reply runs to ~200 tokens)
-    cfg = EvalConfig.from_yaml("configs/eval/toolmem_cpu.yaml", models=[args.model],
+    cfg = EvalConfig.from_yaml("configs/toolmem/eval_cpu.yaml", models=[args.model],
                                num=len(records) if data else args.num, data=data,
                                max_new_tokens=256, environment_params={"memory": str(out / "memory")},
                                out=str(out / "model"))

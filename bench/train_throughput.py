@@ -11,7 +11,7 @@
        `assistant_masks` (TRL builds the labels from them), batch 1, TRL's own defaults otherwise (bf16 and
        gradient checkpointing on); (a') the same with gradient checkpointing off;
    (b) ours (`MaskedSFTTrainer`: LM head only on trained positions, samples trimmed after their last trained
-       token), batch 1, `shared_prefix: false`, as configs/sft/quickstart_cpu.yaml;
+       token), batch 1, `shared_prefix: false`, as configs/acm/sft_quickstart_cpu.yaml;
    (c) ours with `shared_prefix: true` and `max_tokens_per_batch` each of `--budgets` (samples in prefix
        order).
    Throughput counts the dataset's tokens (the same numerator for all: what TRL trains on) over the wall
@@ -105,7 +105,7 @@ def sft_variants(samples, budgets: list[int], out: Path, model: str | None = Non
                   use_cpu=cpu,
                   max_length=None, per_device_train_batch_size=1, gradient_accumulation_steps=1, save_strategy="no",
                   report_to=[], logging_steps=1000, dataloader_num_workers=0, seed=0)
-    ours = dict(common, gradient_checkpointing=False)  # as configs/sft/quickstart_cpu.yaml
+    ours = dict(common, gradient_checkpointing=False)  # as configs/acm/sft_quickstart_cpu.yaml
     variants = [("(a) TRL SFTTrainer", "trl", common),
                 ("(a') TRL SFTTrainer, no checkpointing", "trl", dict(common, gradient_checkpointing=False)),
                 ("(b) ours, no sharing", "ours", dict(ours, shared_prefix=False))]

@@ -2,7 +2,7 @@
 # GSPO over Algorithm 1's samples, ablated (issue 18, item 2): importance-sampling level (sequence: one ratio per
 # sample, TRL's GSPO; rollout: one ratio over all of a rollout's samples, the Sculptor paper's eq. 2) x loss
 # weighting (per-sample: each sample one term; per-rollout: each rollout one term, eq. 1). Each variant starts
-# from the same SFT checkpoint with the same RL tasks, seed and steps (configs/rl/long_cpu.yaml, at the round
+# from the same SFT checkpoint with the same RL tasks, seed and steps (configs/acm/rl_long_cpu.yaml, at the round
 # size and learning rate the README's ablation table was measured with: 2 tasks x 4 rollouts, lr 1e-5; the long
 # recipe has since moved to 4 tasks and 2e-5), then all four and the start are evaluated on the same held-out
 # tasks: results.md has each one's intervals and the paired comparisons, each variant against the SFT start.
@@ -24,7 +24,7 @@ models=(--model "$sft")
 for level in sequence rollout; do
   for weighting in per-sample per-rollout; do
     dir="$out/$level-$weighting"
-    [ -d "$dir/final" ] || .venv/bin/sculptor-rl rl ${DRY_RUN:+validate} --config configs/rl/long_cpu.yaml --model "$sft" \
+    [ -d "$dir/final" ] || .venv/bin/sculptor-rl rl ${DRY_RUN:+validate} --config configs/acm/rl_long_cpu.yaml --model "$sft" \
       --tasks "$data/rl.jsonl" --output_dir "$dir" --max_steps "$steps" \
       --steps_per_generation 8 --gradient_accumulation_steps 8 --learning_rate 1e-5 \
       --importance_sampling_level "$level" --loss_weighting "$weighting"

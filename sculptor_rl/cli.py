@@ -463,7 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", parents=[template, llm],
                         help="evaluate checkpoints in an environment's modes: ACM vs full/truncate/bm25 "
                         "baselines (default), MemTool's modes, ...; tables, plots")
-    ev.add_argument("--config", help="YAML settings (configs/eval/); the flags below override them")
+    ev.add_argument("--config", help="YAML settings (configs/<environment>/eval_*.yaml); the flags below override them")
     ev.add_argument("--model", action="append", help="HF id or checkpoint dir; repeat to compare several "
                     "(default: the embedded SmolLM2-135M)")
     ev.add_argument("--environment", help="a registered environment (default: acm; memtool, tamem, memtoolagent, "

@@ -3,8 +3,8 @@
 Every key is checked against the dataclass's fields and every value against the field's type before the
 dataclass is built, so a typo or a wrong type fails with one error naming the file and the key:
 
-    ValueError: configs/rl/x.yaml: unknown key 'max_new_token' for SculptorGRPOConfig (did you mean 'max_new_tokens'?)
-    ValueError: configs/eval/y.yaml: key 'num': expected int | None, got 'eight' (str)
+    ValueError: configs/acm/rl_x.yaml: unknown key 'max_new_token' for SculptorGRPOConfig (did you mean 'max_new_tokens'?)
+    ValueError: configs/acm/eval_y.yaml: key 'num': expected int | None, got 'eight' (str)
 
 `load_config(cls, path, overrides)` serves eval, the pipeline and slurm; `parse_command(cls, argv)` the commands
 whose flags TRL's `TrlParser` reads (`rl`, `sft`, `serve`): the `--config` file is checked the same way first.

@@ -36,9 +36,9 @@ class PipelineConfig:
     eval_tasks: int = 30
     rl_tasks: int = 64
     teacher_tasks: int = 50  # per family, for the teachers' report
-    sft_config: str = "configs/sft/quickstart_cpu.yaml"
+    sft_config: str = "configs/acm/sft_quickstart_cpu.yaml"
     sft: dict = field(default_factory=dict)  # SculptorSFTConfig fields overriding sft_config
-    rl_config: str = "configs/rl/quickstart_cpu.yaml"
+    rl_config: str = "configs/acm/rl_quickstart_cpu.yaml"
     rl: dict = field(default_factory=dict)  # SculptorGRPOConfig fields overriding rl_config
     eval: dict = field(default_factory=dict)  # EvalConfig fields (modes, temperature, max_new_tokens, ...)
 

@@ -34,7 +34,7 @@ ROLLOUTS = ("vllm-serve", "ray")
 @dataclass
 class SlurmConfig:
     job: str  # sft | rl
-    config: str  # the trainer's YAML (configs/sft/..., configs/rl/...)
+    config: str  # the trainer's YAML (configs/<environment>/sft_*.yaml, rl_*.yaml)
     name: str = "sculptor-rl"
     nodes: int = 1  # training nodes
     gpus_per_node: int = 8

@@ -66,20 +66,29 @@ def check_slurm(path: Path) -> None:
     check_rl(ROOT / cfg.config) if cfg.job == "rl" else check_sft(ROOT / cfg.config)
 
 
-CHECKS = {"configs/rl": check_rl, "configs/sft": check_sft, "configs/eval": check_eval, "configs/serve": check_serve,
-          "configs/accelerate": check_accelerate, "configs/deepspeed": check_deepspeed, "slurm": check_slurm,
+# configs/<environment>/<stage>[_<variant>].yaml: the stage's command reads it
+STAGES = {"rl": check_rl, "sft": check_sft, "eval": check_eval, "serve": check_serve}
+ENVIRONMENTS = ("acm", "memtool", "memtoolagent", "tamem", "toolmem")
+CHECKS = {"configs/accelerate": check_accelerate, "configs/deepspeed": check_deepspeed, "slurm": check_slurm,
           "configs/quickstart.yaml": check_pipeline, "configs/quickstart_gpu.yaml": check_pipeline,
           "configs/long_cpu.yaml": check_pipeline}
 FILES = sorted(p for d in ("configs", "slurm") for p in (ROOT / d).rglob("*") if p.is_file())
+
+
+def checker(rel: str):
+    parts = rel.split("/")
+    if len(parts) == 3 and parts[0] == "configs" and parts[1] in ENVIRONMENTS:
+        return STAGES.get(parts[2].removesuffix(".yaml").split("_")[0])
+    return next((check for k, check in CHECKS.items() if rel == k or rel.startswith(k + "/")), None)
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_shipped_config_loads(path, monkeypatch):
     monkeypatch.chdir(ROOT)  # configs name each other relative to the repository
     rel = str(path.relative_to(ROOT))
-    owner = next((k for k in CHECKS if rel == k or rel.startswith(k + "/")), None)
-    assert owner, f"{rel}: no command reads this file (add its check to CHECKS)"
-    CHECKS[owner](path)
+    check = checker(rel)
+    assert check, f"{rel}: no command reads this file (configs/<environment>/<stage>_*.yaml, or add it to CHECKS)"
+    check(path)
 
 
 @pytest.mark.parametrize("kind,text,message", [

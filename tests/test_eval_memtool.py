@@ -1,6 +1,6 @@
 """`sculptor-rl eval --environment memtool` on the scripted teacher (no weights run, so it is fast): the three
 modes, the paper's metrics per mode with the teacher's known numbers, the loaded-tools plot, resume, and bad input. The
-measured runs of the embedded model (vLLM) are in the issue note; configs/eval/memtool_cpu.yaml holds them."""
+measured runs of the embedded model (vLLM) are in the issue note; configs/memtool/eval_cpu.yaml holds them."""
 
 import json
 import logging
@@ -111,7 +111,7 @@ def test_cli_rejects_bad_memtool_input_before_starting_anything(flags, message, 
 
 
 def test_shipped_memtool_config_loads():
-    cfg = EvalConfig.from_yaml("configs/eval/memtool_cpu.yaml")
+    cfg = EvalConfig.from_yaml("configs/memtool/eval_cpu.yaml")
     assert cfg.environment == "memtool" and cfg.modes == list(MODES) and cfg.tasks == ["memtool"]
     assert cfg.max_tool_calls >= 11  # per request: a 9-call request, its search and its remove
     tasks = eval_tasks(cfg)  # the paper's sessions: 100 requests averaging 5 calls, stratified 1..9

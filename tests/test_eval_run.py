@@ -129,7 +129,7 @@ def test_model_labels():
 
 
 def test_config_from_yaml_with_overrides(tmp_path):
-    cfg = EvalConfig.from_yaml("configs/eval/small.yaml", num=2, data=None)
+    cfg = EvalConfig.from_yaml("configs/acm/eval_small.yaml", num=2, data=None)
     assert cfg.num == 2 and cfg.max_new_tokens == 256 and cfg.sampling.temperature == 0.0
     assert set(cfg.sizes) == {"pi_llm", "needlebench", "mrcr", "babilong", "gsm_infinite"} and cfg.context_budget == 600
     bad = tmp_path / "bad.yaml"
@@ -151,7 +151,7 @@ def test_cli_rejects_bad_input_before_starting_anything(flags, message, tmp_path
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("path", ["configs/eval/small.yaml", "configs/eval/long.yaml"])
+@pytest.mark.parametrize("path", ["configs/acm/eval_small.yaml", "configs/acm/eval_long.yaml"])
 def test_shipped_configs_load_and_generate(path):
     cfg = EvalConfig.from_yaml(path, num=1)  # one task per family, of its first size
     tasks = eval_tasks(cfg)

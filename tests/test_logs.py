@@ -28,7 +28,7 @@ def test_sft_entry_point_logs_with_the_rank_prefix(tmp_path):
 
 
 def test_cli_logs_without_a_prefix_in_one_process(tmp_path):
-    proc = run("sculptor_rl.cli", ["rl", "validate", "--config", "configs/rl/qwen3_8b_gspo.yaml"])
+    proc = run("sculptor_rl.cli", ["rl", "validate", "--config", "configs/acm/rl_qwen3_8b_gspo.yaml"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = next(l for l in proc.stderr.splitlines() if "sculptor-rl rl validate: torch" in l)
     assert " INFO sculptor_rl: " in line and not line.startswith("[rank")
@@ -43,7 +43,7 @@ def test_two_ranks_under_accelerate_launch_log_with_their_rank():
     proc = subprocess.run(
         [sys.executable, "-m", "accelerate.commands.launch", "--config_file", "configs/accelerate/zero2.yaml",
          "--num_processes", "2", "--main_process_port", "29571", "-m", "sculptor_rl.train.rl", "validate",
-         "--config", "configs/rl/quickstart_cpu.yaml"], cwd=ROOT, env=env, capture_output=True, text=True,
+         "--config", "configs/acm/rl_quickstart_cpu.yaml"], cwd=ROOT, env=env, capture_output=True, text=True,
         timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for rank in (0, 1):

@@ -13,7 +13,7 @@ from sculptor_rl.train.rl_config import plan
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "configs/rl").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*/rl_*.yaml")), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_shipped_rl_config_validates(path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)  # configs name their files relative to the repo
     main(["validate", "--config", str(path)])
@@ -79,8 +79,8 @@ def test_validate_reports_a_bad_config_without_a_traceback(tmp_path, capsys):
     assert e.value.code == 2 and "error:" in err and "num_generations" in err and "Traceback" not in err
 
 
-GPU_RECIPES = ["qwen3_0.6b_gspo.yaml", "qwen3_1.7b_gspo.yaml", "qwen3_4b_gspo_lora.yaml", "qwen3_8b_gspo.yaml",
-               "tamem_qwen3_8b.yaml"]
+GPU_RECIPES = ["acm/rl_qwen3_0.6b_gspo.yaml", "acm/rl_qwen3_1.7b_gspo.yaml", "acm/rl_qwen3_4b_gspo_lora.yaml",
+               "acm/rl_qwen3_8b_gspo.yaml", "tamem/rl_qwen3_8b.yaml"]
 
 
 @pytest.mark.parametrize("name", GPU_RECIPES)
@@ -89,14 +89,14 @@ def test_gpu_recipe_validates_offline_saying_what_it_did_not_check(name, capsys,
     rest (report_to, precision, the config's own checks)."""
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    main(["validate", "--config", f"configs/rl/{name}"])
+    main(["validate", "--config", f"configs/{name}"])
     out = capsys.readouterr().out
     assert "check        report_to: tensorboard (installed)" in out and "check        precision: bf16" in out
     assert "max_model_len: NOT checked" in out and "chat template: NOT checked" in out and "config OK" in out
 
 
 def test_single_gpu_recipes_colocate_with_sleep_mode():
-    recipes = {n: yaml.safe_load((ROOT / "configs/rl" / n).read_text()) for n in GPU_RECIPES[:3]}
+    recipes = {n: yaml.safe_load((ROOT / "configs" / n).read_text()) for n in GPU_RECIPES[:3]}
     assert [r["model"] for r in recipes.values()] == ["Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-4B"]
     assert all(r["vllm_mode"] == "colocate" and r["vllm_enable_sleep_mode"] and "deepspeed" not in r
                for r in recipes.values())
@@ -110,7 +110,7 @@ def test_validate_fails_on_an_integration_that_is_not_installed(tmp_path, capsys
 
     if is_wandb_available():
         pytest.skip("wandb is installed here")
-    recipe = yaml.safe_load((ROOT / "configs/rl/qwen3_8b_gspo.yaml").read_text())
+    recipe = yaml.safe_load((ROOT / "configs/acm/rl_qwen3_8b_gspo.yaml").read_text())
     recipe["report_to"] = ["tensorboard", "wandb"]
     path = tmp_path / "qwen3_8b_wandb.yaml"
     path.write_text(yaml.safe_dump(recipe))

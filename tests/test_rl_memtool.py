@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_yaml_environment_names_the_environment(tmp_path, capsys):
-    cfg = yaml.safe_load((ROOT / "configs/rl/memtool_cpu.yaml").read_text())
+    cfg = yaml.safe_load((ROOT / "configs/memtool/rl_cpu.yaml").read_text())
     assert cfg["environment"] == "memtool" and cfg["environment_params"]["mode"] == "autonomous"
     path = tmp_path / "rl.yaml"
     path.write_text(yaml.safe_dump({**cfg, "tasks": "t.jsonl"}))

@@ -1,5 +1,5 @@
 """`sculptor-rl serve` refuses a max_model_len above the model's context before it starts the engine (vLLM would
-refuse it only after loading the weights), and configs/serve/gpu.yaml asks for Qwen3-8B's own context."""
+refuse it only after loading the weights), and configs/acm/serve_gpu.yaml asks for Qwen3-8B's own context."""
 
 from pathlib import Path
 
@@ -18,4 +18,4 @@ def test_serve_refuses_a_window_longer_than_the_models(model_path):
 
 
 def test_gpu_serve_config_fits_qwen3_8b():
-    assert yaml.safe_load((ROOT / "configs/serve/gpu.yaml").read_text())["max_model_len"] == 40960
+    assert yaml.safe_load((ROOT / "configs/acm/serve_gpu.yaml").read_text())["max_model_len"] == 40960

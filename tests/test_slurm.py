@@ -37,7 +37,7 @@ def test_shipped_configs_dry_run_to_valid_bash(path):
 
 
 def test_multi_node_sft_runs_one_launcher_per_node_and_one_process_per_gpu():
-    script = render(SlurmConfig(job="sft", config="configs/sft/qwen3_8b.yaml", nodes=3, gpus_per_node=4,
+    script = render(SlurmConfig(job="sft", config="configs/acm/sft_qwen3_8b.yaml", nodes=3, gpus_per_node=4,
                                 partition="gpu"))
     assert "#SBATCH --nodes=3" in script and "#SBATCH --gpus-per-node=4" in script
     assert "#SBATCH --partition=gpu" in script and "#SBATCH --ntasks-per-node=1" in script
@@ -47,12 +47,12 @@ def test_multi_node_sft_runs_one_launcher_per_node_and_one_process_per_gpu():
     # the rank comes from each srun task, the rendezvous from the script (first node of the allocation)
     assert r"--machine_rank \$SLURM_PROCID" in line and "--main_process_ip $MAIN" in line
     assert "--deepspeed_multinode_launcher standard" in line  # zero3: no pdsh/ssh needed
-    assert "-m sculptor_rl.train.sft --config configs/sft/qwen3_8b.yaml" in line
+    assert "-m sculptor_rl.train.sft --config configs/acm/sft_qwen3_8b.yaml" in line
     assert "vllm-serve" not in script and "ray start" not in script
 
 
 def test_rl_with_a_vllm_server_node():
-    script = render(SlurmConfig(job="rl", config="configs/rl/qwen3_8b_gspo.yaml", nodes=2, gpus_per_node=8,
+    script = render(SlurmConfig(job="rl", config="configs/acm/rl_qwen3_8b_gspo.yaml", nodes=2, gpus_per_node=8,
                                 rollout_nodes=1, rollout="vllm-serve", tensor_parallel_size=2,
                                 args=["--model", "ckpt/sft"]))
     assert "#SBATCH --nodes=3" in script
@@ -69,7 +69,7 @@ def test_rl_with_a_vllm_server_node():
 
 def test_rl_with_a_ray_cluster_at_the_papers_scale():
     """64 training + 64 rollout GPUs: one vLLM engine per training process, all on the rollout nodes."""
-    script = render(SlurmConfig(job="rl", config="configs/rl/qwen3_8b_gspo.yaml", nodes=8, gpus_per_node=8,
+    script = render(SlurmConfig(job="rl", config="configs/acm/rl_qwen3_8b_gspo.yaml", nodes=8, gpus_per_node=8,
                                 rollout_nodes=8, rollout="ray"))
     assert "#SBATCH --nodes=16" in script
     head = srun(script, "--head")
@@ -93,4 +93,4 @@ def test_rl_with_a_ray_cluster_at_the_papers_scale():
 ])
 def test_bad_configs_name_the_problem(kw, message):
     with pytest.raises(ValueError, match=message):
-        render(SlurmConfig(**{"config": "configs/rl/qwen3_8b_gspo.yaml", **kw}))
+        render(SlurmConfig(**{"config": "configs/acm/rl_qwen3_8b_gspo.yaml", **kw}))

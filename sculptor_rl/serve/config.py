@@ -1,4 +1,4 @@
-"""`sculptor-rl serve` settings: a dataclass filled from YAML (`--config configs/serve/*.yaml`) and the CLI."""
+"""`sculptor-rl serve` settings: a dataclass filled from YAML (`--config configs/<environment>/serve_*.yaml`) and the CLI."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
     sculptor-rl serve --model CKPT [--engine vllm|hf] [--host 127.0.0.1] [--port 8000] [--api-key KEY]
     sculptor-rl serve --model CKPT --environment memtool --environment_params '{"mode": "autonomous"}'
-    sculptor-rl serve --config configs/serve/cpu.yaml [--port 9000 ...]
+    sculptor-rl serve --config configs/acm/serve_cpu.yaml [--port 9000 ...]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Dynamic context-aware GSPO / GRPO (Sculptor): TRL's `GRPOTrainer` with our agent loop and Algorithm 1.
 
-    sculptor-rl rl --config configs/rl/quickstart_cpu.yaml [--max_steps 2 ...]
-    sculptor-rl rl validate --config configs/rl/qwen3_8b_gspo.yaml      # dry run: checks and prints the plan
+    sculptor-rl rl --config configs/acm/rl_quickstart_cpu.yaml [--max_steps 2 ...]
+    sculptor-rl rl validate --config configs/acm/rl_qwen3_8b_gspo.yaml      # dry run: checks and prints the plan
     accelerate launch --config_file configs/accelerate/zero3.yaml -m sculptor_rl.train.rl --config ...
 
 The config, its checks and the plan `validate` prints are in `sculptor_rl.train.rl_config`; this module is the

@@ -1,6 +1,6 @@
 """SFT on Algorithm 1 samples with TRL's SFTTrainer: loss only where the sample's loss mask is 1.
 
-    sculptor-rl sft --config configs/sft/quickstart_cpu.yaml [--learning_rate 1e-5 ...]
+    sculptor-rl sft --config configs/acm/sft_quickstart_cpu.yaml [--learning_rate 1e-5 ...]
     accelerate launch --config_file configs/accelerate/zero2.yaml -m sculptor_rl.train.sft --config ...
 
 Samples are pre-tokenized (`input_ids` + the loss mask as TRL's `assistant_masks` column), so TRL builds the
