@@ -13,7 +13,7 @@ from .agent.chat import ChatFormat
 from .agent.loop import LoopConfig, run_rollouts
 from .engines import SamplingConfig, make_engine
 from .envs import RewardConfig, make_env_factory
-from .envs.llm import make_llm
+from .envs.llm import LLMSettings
 from .jsonl import append_jsonl, resume_jsonl
 from .models import resolve_model
 from .trajectory import Trajectory, read_trajectories, write_trajectories
@@ -24,7 +24,7 @@ __all__ = ["RolloutConfig", "rollout", "rollout_engine", "rollout_to_file"]
 
 
 @dataclass
-class RolloutConfig:
+class RolloutConfig(LLMSettings):
     engine: str = "vllm"  # vllm | hf | openai | scripted (the scripted teachers, `envs.teacher`)
     model: str | None = None  # the policy (HF id or path; None: the embedded default): its tokenizer makes the ids
     teacher_model: str | None = None  # openai engine: the served model's name
@@ -34,9 +34,6 @@ class RolloutConfig:
     seed: int = 0
     environment: str = "acm"  # sculptor_rl.envs: acm | memtool | full | truncate | bm25
     environment_params: dict = field(default_factory=dict)  # the environment's parameters, e.g. {"mode": "workflow"}
-    summarizer: str = "extractive"  # what the environments ask for an LLM (envs.llm): extractive | policy | endpoint
-    summarizer_url: str | None = None  # endpoint: its base URL
-    summarizer_model: str | None = None  # endpoint: the served model name
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
@@ -112,9 +109,8 @@ def rollout_to_file(tasks: list[dict], cfg: RolloutConfig, out: str | Path, keep
 
 
 def _make_env(cfg: RolloutConfig, fmt: ChatFormat, engine):
-    llm = make_llm(cfg.summarizer, engine, fmt, cfg.summarizer_url, cfg.summarizer_model)
     return make_env_factory(cfg.environment, cfg.environment_params, seed=cfg.seed, reward=cfg.reward,
-                            tokenizer=fmt.tokenizer, llm=llm)
+                            tokenizer=fmt.tokenizer, llm=cfg.llm(engine, fmt))
 
 
 def rollout_engine(cfg: RolloutConfig, fmt: ChatFormat, tasks: list[dict]):

@@ -334,7 +334,7 @@ def test_longbench_v2_reads_its_choice_letter(tmp_path):
     assert bs.longbench_v2_choice("The correct answer is (E)") is None
 
 
-def test_frames_normalized_match_and_the_judge_verdict(tmp_path):
+def test_frames_normalized_match(tmp_path):
     r = imported(tmp_path, "frames")
     assert tasks.score(r, "It was finished in 1889.\nAnswer: the Eiffel tower!") == 1.0
     assert tasks.score(r, "Answer: Eiffel") == 0.0  # partial
@@ -342,8 +342,6 @@ def test_frames_normalized_match_and_the_judge_verdict(tmp_path):
     # the answer line the prompt asks for: the articles repeated back, or the gold after it, earn nothing
     assert tasks.score(r, "The Eiffel Tower is a wrought-iron lattice tower in Paris, finished in 1889. " * 3) == 0.0
     assert tasks.score(r, "Answer: The Louvre\nThe Eiffel Tower is in Paris.") == 0.0
-    assert bs.judge_verdict("TRUE") == 1.0 and bs.judge_verdict("Reasoning... FALSE") == 0.0
-    assert bs.judge_verdict("It is true that ... final: FALSE") == 0.0 and bs.judge_verdict("maybe") == 0.0
 
 
 MALFORMED = ["", " \n\t", "<think>The current value of Asian place is Beirut. \\boxed{Jasmine Lane}" + " …" * 3000,

@@ -15,7 +15,7 @@ from sculptor_rl.jsonl import write_jsonl
 from sculptor_rl.longcontext import FAMILIES as LONG_CONTEXT
 from sculptor_rl.envs import RewardConfig
 from sculptor_rl.envs.memtool.env import (ANSWER_STEP, PRUNE_STEP, REMOVE, REPRUNE_STEP, SEARCH, SEARCH_STEP,
-                                          SUMMARY_STEP, MemToolConfig, MemToolEnv, judge_score)
+                                          SUMMARY_STEP, MemToolParams, MemToolEnv, judge_score)
 from sculptor_rl.envs.memtool.catalogue import catalogue
 from sculptor_rl.envs.memtool import sessions
 from sculptor_rl.envs.memtool.catalogue import METRICS, NUM_COMPANIES
@@ -180,7 +180,7 @@ def test_remove_is_a_set_difference_or_strict():
     assert r.ok and not r.modified and r.text.startswith("0 tools removed: none.")
     assert env.turns[0].removed == 2
 
-    strict = MemToolEnv(_session([(A, {"year": 2020})]), MemToolConfig(remove_rule="strict"))
+    strict = MemToolEnv(_session([(A, {"year": 2020})]), MemToolParams(remove_rule="strict"))
     strict.execute(SEARCH, {"keywords": [_kw(A)]})
     loaded = list(strict.loaded)
     for names, message in [([SEARCH, loaded[0]], "Search_Tools cannot be removed"), ([B, loaded[0]], "not loaded")]:
@@ -191,7 +191,7 @@ def test_remove_is_a_set_difference_or_strict():
 @pytest.mark.parametrize("count_management", [True, False])
 def test_limit_rule_adds_then_errs_in_autonomous_mode(count_management):
     """The paper: T <- T ∪ S, then "Hit L limit, remove tools." when |T| > L (|T| with the 2 management tools)."""
-    env = MemToolEnv(_session([(A, {"year": 2020})]), MemToolConfig(limit=7, count_management=count_management))
+    env = MemToolEnv(_session([(A, {"year": 2020})]), MemToolParams(limit=7, count_management=count_management))
     assert env.execute(SEARCH, {"keywords": [_kw(A)]}).ok  # |T| = 7 (or 5): within the limit
     r = env.execute(SEARCH, {"keywords": [_kw(B)]})
     count = 12 if count_management else 10
@@ -205,7 +205,7 @@ def test_limit_rule_adds_then_errs_in_autonomous_mode(count_management):
 
 
 def test_limit_rule_refuse():
-    env = MemToolEnv(_session([(A, {"year": 2020})]), MemToolConfig(limit=7, limit_rule="refuse",
+    env = MemToolEnv(_session([(A, {"year": 2020})]), MemToolParams(limit=7, limit_rule="refuse",
                                                                      count_management=False))
     assert env.execute(SEARCH, {"keywords": [_kw(A)]}).ok
     r = env.execute(SEARCH, {"keywords": [_kw(B)]})
@@ -217,7 +217,7 @@ def test_limit_rule_refuse():
 
 def test_workflow_reprune_loop_until_within_the_limit_or_error():
     """Algorithm 2: after the search, while |T| > L: R <- LLM_prune (the model's plain-text reply); R empty: error."""
-    env = MemToolEnv(_session([(A, {"year": 2020})], [(C, {"year": 2021})]), MemToolConfig(mode="workflow", limit=7))
+    env = MemToolEnv(_session([(A, {"year": 2020})], [(C, {"year": 2021})]), MemToolParams(mode="workflow", limit=7))
     assert env.on_answer(f"{_kw(A)}, {_kw(B)}") is True  # the search step: 10 tools, over 7
     loaded = list(env.loaded)
     assert env.phase == "reprune" and env.tools == [] and len(loaded) == 10
@@ -242,7 +242,7 @@ def test_workflow_reprune_loop_until_within_the_limit_or_error():
 
 def test_hybrid_reprune_after_the_agents_search():
     """Algorithm 3: the agent's Search_Tools passes the limit (|T| counts Search_Tools); prune steps follow."""
-    env = MemToolEnv(_session([(A, {"year": 2020})]), MemToolConfig(mode="hybrid", limit=8))
+    env = MemToolEnv(_session([(A, {"year": 2020})]), MemToolParams(mode="hybrid", limit=8))
     assert _names(env) == [SEARCH] and env.execute(SEARCH, {"keywords": [_kw(A)]}).ok  # |T| = 6
     r = env.execute(SEARCH, {"keywords": [_kw(B)]})  # |T| = 11 > 8
     assert r.ok and r.modified and r.text.endswith(REPRUNE_STEP.format(count=11, limit=8, names=", ".join(env.loaded)))
@@ -273,7 +273,7 @@ def _answer(env: MemToolEnv, k: int) -> str:
 
 def test_autonomous_session_moves_on_request_by_request_and_truncates_history():
     env = MemToolEnv(_session([(A, {"year": 2020})], [(B, {"year": 2021})], [(C, {"year": 2022})]),
-                     MemToolConfig(history_turns=1))
+                     MemToolParams(history_turns=1))
     env.execute(SEARCH, {"keywords": [_kw(A)]})
     env.append({"role": "assistant", "content": "calls"})
     env.append({"role": "tool", "content": "results"})
@@ -294,13 +294,13 @@ def test_autonomous_session_moves_on_request_by_request_and_truncates_history():
 
 def test_history_digest_and_policy_summary():
     session = _session([(A, {"year": 2020})], [(B, {"year": 2021})], [(C, {"year": 2022})])
-    digest = MemToolEnv(session, MemToolConfig(history="digest", history_turns=1, digest_turns=1))
+    digest = MemToolEnv(session, MemToolParams(history="digest", history_turns=1, digest_turns=1))
     digest.on_answer(_answer(digest, 0))
     digest.on_answer("I do not know")
     line = "Earlier requests (digest):\n- Request 1 of 3: hand-made request 0 You replied: Answer: "
     assert line in digest.render()[0]["content"]
 
-    env = MemToolEnv(session, MemToolConfig(mode="hybrid", history="summarize", history_turns=1))
+    env = MemToolEnv(session, MemToolParams(mode="hybrid", history="summarize", history_turns=1))
 
     def reply(text: str) -> bool:  # as the loop does: the completion joins the messages, then on_answer
         env.append({"role": "assistant", "content": text})
@@ -323,7 +323,7 @@ def test_history_digest_and_policy_summary():
 
 def test_workflow_steps():
     session = _session([(A, {"year": 2020})], [(B, {"year": 2021})])
-    wf = MemToolEnv(session, MemToolConfig(mode="workflow"))
+    wf = MemToolEnv(session, MemToolParams(mode="workflow"))
     assert wf.tools == [] and wf.render()[-1]["content"].endswith(SEARCH_STEP.format(names="none"))
     assert wf.execute("get_x", {}).text.startswith("Error: this step takes a reply in plain text")
     assert wf.on_answer(f"Keywords: {_kw(A)}, none") is True
@@ -337,7 +337,7 @@ def test_workflow_steps():
     assert wf.render()[-1]["content"].startswith("2 tools removed") and wf.phase == "search"
     assert wf.on_answer("none") is True and wf.phase == "agent" and len(wf.loaded) == 3
 
-    hy = MemToolEnv(session, MemToolConfig(mode="hybrid"))
+    hy = MemToolEnv(session, MemToolParams(mode="hybrid"))
     assert _names(hy) == [SEARCH]  # nothing loaded: no prune step
     hy.execute(SEARCH, {"keywords": [_kw(A)]})
     removal = hy.execute(REMOVE, {"tool_names": [A]})
@@ -354,7 +354,7 @@ def test_bad_config_and_task():
                    {"count_management": "yes"}, {"judge_url": "http://x/v1"}, {"summary_model": "m"},
                    {"summary_url": "http://x/v1", "summary_model": "m"}]:
         with pytest.raises(ValueError):
-            MemToolConfig(**params)
+            MemToolParams(**params)
     with pytest.raises(ValueError, match="runs 'memtool' tasks"):
         MemToolEnv(tasks.generate("babilong", 1, 0)[0])
 
@@ -411,7 +411,7 @@ def test_a_session_that_adds_nothing():
 def test_a_session_that_passes_the_limit():
     """5 requests, limit 12 (|T| with the 2 management tools): request 3's search passes it, the agent removes."""
     env = MemToolEnv(_session([(A, {"year": 2020})], [(B, {"year": 2021})], [(C, {"year": 2022})],
-                              [(C, {"year": 2023})], [(C, {"year": 2016, "quarter": 1})]), MemToolConfig(limit=12))
+                              [(C, {"year": 2023})], [(C, {"year": 2016, "quarter": 1})]), MemToolParams(limit=12))
     env.execute(SEARCH, {"keywords": [_kw(A)]})
     env.execute(A, {"year": 2020})
     env.on_answer(_answer(env, 0))  # N1 = 5, completed, correct
@@ -485,7 +485,7 @@ def test_llm_judge_and_endpoint_summary_over_http(fmt, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     cfg = ServeConfig(environment="full", api_key="k")
     with Server(build_app(Grader(), fmt, cfg, "grader"), bind("127.0.0.1", 0), log_level="warning") as server:
-        params = MemToolConfig(history="summarize", history_turns=1, summary_url=server.url, summary_model="grader",
+        params = MemToolParams(history="summarize", history_turns=1, summary_url=server.url, summary_model="grader",
                                judge_url=server.url, judge_model="grader")
         env = MemToolEnv(_session([(A, {"year": 2020})], [(B, {"year": 2021})], [(C, {"year": 2022})]), params)
         assert env.on_answer(_answer(env, 0)) and env.on_answer("no idea")

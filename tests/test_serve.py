@@ -29,7 +29,7 @@ from sculptor_rl.serve import MicroBatcher, ServeConfig, Server, bind, build_app
 from sculptor_rl.serve.batcher import Cancelled
 from sculptor_rl.envs.acm import ACM_SYSTEM_PROMPT as SYSTEM_PROMPT
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "serve"
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 KEY = "test-key"
 MODEL = "tiny-policy"
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city",
@@ -322,10 +322,10 @@ def test_serve_config_yaml_and_busy_port(capsys):
     from sculptor_rl.cli import main
 
     for name in ("cpu", "gpu"):
-        (cfg,) = TrlParser((ServeConfig,)).parse_args_and_config(["--config", str(CONFIGS / f"{name}.yaml"),
+        (cfg,) = TrlParser((ServeConfig,)).parse_args_and_config(["--config", str(CONFIGS / f"acm/serve_{name}.yaml"),
                                                                   "--port", "9001"])
         assert cfg.host == "127.0.0.1" and cfg.port == 9001 and cfg.api_key is None
-    cfg = parse_command(ServeConfig, ["--config", str(CONFIGS / "memtool_cpu.yaml"), "--port", "9001"])
+    cfg = parse_command(ServeConfig, ["--config", str(CONFIGS / "memtool/serve_cpu.yaml"), "--port", "9001"])
     assert cfg.environment == "memtool" and cfg.environment_params["mode"] == "autonomous" and cfg.port == 9001
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -393,7 +393,7 @@ def memtool_client(fmt, memtool_tool):
 
 
 def test_memtool_env_serves_a_request_with_its_own_tool_set(memtool_client, memtool_tool, fmt):
-    from sculptor_rl.envs.memtool.env import MemToolConfig, MemToolEnv
+    from sculptor_rl.envs.memtool.env import MemToolParams, MemToolEnv
 
     tool = memtool_tool
     history = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi, ask me about companies."}]
@@ -409,7 +409,7 @@ def test_memtool_env_serves_a_request_with_its_own_tool_set(memtool_client, memt
     # the MemTool system prompt, with only the management tools loaded
     requests = [{"text": "Hello", "calls": []}, {"text": ask_for["content"], "calls": []}]
     env = MemToolEnv({"id": "x", "task": "memtool", "answer": [[], []], "meta": {"requests": requests},
-                      "messages": [{"role": "user", "content": "-"}]}, MemToolConfig(limit=16))
+                      "messages": [{"role": "user", "content": "-"}]}, MemToolParams(limit=16))
     env.append(history[1])
     env.on_answer(history[1]["content"])  # autonomous mode: the reply closes request 1 and opens request 2
     assert [t["function"]["name"] for t in env.tools] == ["Search_Tools", "Remove_Tools"]

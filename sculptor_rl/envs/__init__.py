@@ -9,7 +9,7 @@ no other:
 - `acm/`: the ACM workspace (six context tools) over the task's messages; no parameters; its scripted teacher.
 - `baselines/`: `full`, `truncate`, `bm25`, the no-tool baselines; `truncate` and `bm25` take `context_budget` and
   `chunk_tokens` (`BaselineParams`) and need the policy's tokenizer.
-- `memtool/`: a MemTool session in which the agent manages its own tool set; `MemToolConfig`'s parameters
+- `memtool/`: a MemTool session in which the agent manages its own tool set; `MemToolParams`'s parameters
   (mode, limit and its rules, the history manager, an optional judge, loaded_tools_penalty).
 - `toolmem/`: predict a tool's score on a task, pick the better of two tools, or choose one and solve the task
   through it, with a memory of the tools in context (ToolMem); `ToolMemParams`.

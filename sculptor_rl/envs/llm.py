@@ -12,13 +12,29 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..engines.base import Engine, Request, SamplingConfig
 
-__all__ = ["LLM", "LLM_KINDS", "endpoint_llm", "make_llm", "policy_llm"]
+__all__ = ["LLM", "LLM_KINDS", "LLMSettings", "endpoint_llm", "make_llm", "policy_llm"]
 
 LLM_KINDS = ("extractive", "policy", "endpoint")
+
+
+@dataclass
+class LLMSettings:
+    """What a run's environments ask for an LLM, under the same names in rollout, eval, rl and serve."""
+
+    summarizer: str = field(default="extractive", metadata={
+        "help": "what the environments ask for an LLM (ACM's summarize_fragment): extractive (the offline stand-in, "
+                "labelled), policy (the policy's own engine) or endpoint (summarizer_url + summarizer_model, any "
+                "OpenAI-compatible server)", "choices": list(LLM_KINDS)})
+    summarizer_url: str | None = field(default=None, metadata={"help": "summarizer endpoint: its base URL"})
+    summarizer_model: str | None = field(default=None, metadata={"help": "summarizer endpoint: the served model"})
+
+    def llm(self, engine=None, fmt=None, max_new_tokens: int = 256) -> "LLM | None":
+        """The LLM these settings name (None: the environments' offline stand-ins)."""
+        return make_llm(self.summarizer, engine, fmt, self.summarizer_url, self.summarizer_model, max_new_tokens)
 
 
 @dataclass

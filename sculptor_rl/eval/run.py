@@ -28,7 +28,7 @@ from ..agent.loop import LoopConfig, run_rollouts
 from ..config import load_config
 from ..engines import SamplingConfig, make_engine
 from ..envs import RewardConfig, env_class, make_env_factory, params_of
-from ..envs.llm import make_llm
+from ..envs.llm import LLMSettings
 from ..jsonl import write_atomic
 from ..metrics import per_rollout, summarize, summarize_by
 from ..models import DEFAULT_MODEL, resolve_model
@@ -45,15 +45,12 @@ ACM_MODES = tuple(env_class("acm").eval_modes())
 
 
 @dataclass
-class EvalConfig(LoopConfig, RewardConfig):
+class EvalConfig(LoopConfig, RewardConfig, LLMSettings):
     """The loop's (`LoopConfig`) and the reward's (`RewardConfig`) settings under the names rl and serve use."""
 
     models: list[str | None] = field(default_factory=lambda: [None])  # HF ids or checkpoint dirs; None: embedded
     environment: str = "acm"  # a registered environment (acm, memtool, ...): it sets the modes and task families
     environment_params: dict = field(default_factory=dict)  # merged over each mode's own (memtool: limit, ...)
-    summarizer: str = "extractive"  # what the environments ask for an LLM (envs.llm): extractive | policy | endpoint
-    summarizer_url: str | None = None  # endpoint: its base URL
-    summarizer_model: str | None = None  # endpoint: the served model name
     tasks: list[str] | None = None  # families to evaluate (filters --data too); None: the env's, or all in data
     modes: list[str] | None = None  # None: all of the env's (acm: acm,full,truncate,bm25; memtool: its three)
     num: int | None = None  # tasks per family (split over its sizes); None: 8 generated, all loaded
@@ -68,7 +65,6 @@ class EvalConfig(LoopConfig, RewardConfig):
     max_model_len: int | None = None  # the engine's window (None: the model's)
     temperature: float = 0.0
     top_p: float = 1.0
-    max_new_tokens: int = 256  # per completion
     engine_kwargs: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -100,9 +96,8 @@ class EvalConfig(LoopConfig, RewardConfig):
     def make_env(self, mode: str, fmt: ChatFormat, engine):
         """The environment factory of `mode` (its LLM, `summarizer`, on `engine` or an endpoint)."""
         name, params = self.mode_env(mode)
-        llm = make_llm(self.summarizer, engine, fmt, self.summarizer_url, self.summarizer_model)
         return make_env_factory(name, params, seed=self.seed, reward=RewardConfig.of(self), tokenizer=fmt.tokenizer,
-                                llm=llm)
+                                llm=self.llm(engine, fmt))
 
 
 def model_labels(models: list[str | None]) -> list[str]:

@@ -196,41 +196,13 @@ def score_frames(record: dict, response: str) -> float:
     articles back would be credited with every answer they contain (seen with the embedded model).
 
     FRAMES (google/frames-benchmark; Krishna et al. 2025) reports accuracy judged by an LLM against the gold
-    `Answer`; this offline rule is the strict, reproducible stand-in, and `frames_judge` gives the judged
-    accuracy the Sculptor paper reports.
+    `Answer`; this offline rule is the strict, reproducible stand-in (the judged accuracy the Sculptor paper
+    reports needs a judge model, which no run here has).
     """
     if not LABEL.search(drop_reasoning(response)):
         return 0.0
     gold, got = normalize_answer(record["answer"]), normalize_answer(answer_text(response))
     return float(bool(gold) and f" {gold} " in f" {got} ")
-
-
-JUDGE_PROMPT = """You grade an answer to a question against the ground truth.
-Question: {question}
-Ground truth: {gold}
-Answer to grade: {response}
-Does the answer state the ground truth (the same fact; wording, units and formatting may differ; extra
-correct detail is fine, a wrong or missing final answer is not)? Reply with one word: TRUE or FALSE."""
-
-
-def judge_verdict(text: str) -> float:
-    """1.0 if the judge's last TRUE/FALSE is TRUE, else 0.0 (no verdict counts as wrong)."""
-    verdicts = re.findall(r"\b(TRUE|FALSE)\b", text.upper())
-    return float(bool(verdicts) and verdicts[-1] == "TRUE")
-
-
-def frames_judge(record: dict, response: str, base_url: str, model: str, api_key: str = "EMPTY",
-                 timeout: float = 60.0) -> float:
-    """FRAMES judged accuracy: an LLM behind any OpenAI-compatible endpoint (`base_url`, e.g.
-    http://127.0.0.1:8000/v1) compares the answer with the gold one; greedy, one word back."""
-    from openai import OpenAI
-
-    client = OpenAI(base_url=base_url, api_key=api_key, timeout=timeout)
-    prompt = JUDGE_PROMPT.format(question=record["meta"]["question"], gold=record["answer"],
-                                 response=answer_text(drop_reasoning(response), multiline=True))
-    reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}],
-                                           temperature=0.0, max_tokens=8)
-    return judge_verdict(reply.choices[0].message.content or "")
 
 
 SCORERS = {"pi_llm": score_pi_llm, "needlebench": score_needlebench, "mrcr": score_mrcr, "babilong": score_babilong,

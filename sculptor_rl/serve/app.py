@@ -33,7 +33,6 @@ from ..agent.loop import LoopConfig, run_rollouts
 from ..engines.base import Engine, SamplingConfig
 from ..engines.base import Request as EngineRequest
 from ..envs import conversation_env
-from ..envs.llm import make_llm
 from ..trajectory import Trajectory
 from . import protocol
 from .batcher import Caller, MicroBatcher
@@ -82,8 +81,8 @@ class _ChatApp:
         self.fmt, self.cfg, self.model_name = fmt, cfg, model_name
         self.batcher = MicroBatcher(engine)
         # a summary asks the policy through the batcher: it joins the other requests' next engine call
-        llm = make_llm(cfg.summarizer, self.batcher.caller(), fmt, cfg.summarizer_url, cfg.summarizer_model)
-        self.make_env = conversation_env(cfg.environment, cfg.environment_params, fmt.tokenizer, llm)
+        self.make_env = conversation_env(cfg.environment, cfg.environment_params, fmt.tokenizer,
+                                         cfg.llm(self.batcher.caller(), fmt))
         limits = [n for n in (cfg.max_context_tokens, engine.max_model_len) if n]
         self.max_context = min(limits) if limits else LoopConfig.max_context_tokens
         self.pool = ThreadPoolExecutor(cfg.max_concurrent_requests, thread_name_prefix="request")

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from ..agent.loop import LoopConfig
+from ..envs.llm import LLMSettings
+
 
 @dataclass
-class ServeConfig:
+class ServeConfig(LLMSettings):
     model: str | None = field(default=None, metadata={"help": "checkpoint dir or HF id (default: the embedded model)"})
     engine: str = field(default="vllm", metadata={"help": "generation backend", "choices": ["vllm", "hf"]})
     host: str = field(default="127.0.0.1", metadata={"help": "bind address (0.0.0.0 exposes the server)"})
@@ -25,9 +28,6 @@ class ServeConfig:
     top_p: float = 1.0
     seed: int = 0
     # engine
-    summarizer: str = field(default="extractive", metadata={"help": "what the environments ask for an LLM (ACM's summarize_fragment): extractive (the offline stand-in, labelled), policy (the policy's own engine) or endpoint (summarizer_url + summarizer_model, OpenAI-compatible)", "choices": ["extractive", "policy", "endpoint"]})
-    summarizer_url: str | None = field(default=None, metadata={"help": "summarizer endpoint: its base URL"})
-    summarizer_model: str | None = field(default=None, metadata={"help": "summarizer endpoint: the served model name"})
     max_model_len: int | None = field(default=None, metadata={"help": "engine context length (default: the model's)"})
     gpu_memory_utilization: float | None = field(default=None, metadata={"help": "vllm on GPU (default 0.85)"})
     kv_cache_memory_bytes: int | None = field(default=None, metadata={
@@ -35,8 +35,8 @@ class ServeConfig:
     # limits per request
     max_context_tokens: int | None = field(default=None, metadata={"help": "prompt + generated tokens of the agent "
                                                                             "loop (default: max_model_len)"})
-    max_new_tokens: int = field(default=512, metadata={"help": "per completion; also the most `max_tokens` may ask"})
-    max_tool_calls: int = field(default=20, metadata={"help": "tool calls per request; beyond, the loop stops"})
+    max_new_tokens: int = field(default=LoopConfig.max_new_tokens, metadata={"help": "per completion; also the most `max_tokens` may ask"})
+    max_tool_calls: int = field(default=LoopConfig.max_tool_calls, metadata={"help": "tool calls per request; beyond, the loop stops"})
     max_request_bytes: int = 4 * 2**20
     max_messages: int = 1024
     max_concurrent_requests: int = field(default=64, metadata={"help": "in flight at once; more get HTTP 429"})

@@ -80,7 +80,7 @@ from .. import logs
 from ..config import parse_command
 from ..engines import SamplingConfig, make_engine
 from ..envs import RewardConfig, env_class, make_env_factory, params_of
-from ..envs.llm import make_llm, policy_llm
+from ..envs.llm import policy_llm
 from ..memory import MemoryStore
 from ..metrics import summarize
 from ..models import resolve_model
@@ -361,8 +361,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
         make_env = make_env_factory(args.environment, params,
                                     seed=hash((args.seed, self.state.global_step, self.rank)) % 2**31,
                                     reward=RewardConfig.of(args), tokenizer=self.processing_class,
-                                    llm=make_llm(args.summarizer, self.engine, self.fmt, args.summarizer_url,
-                                                 args.summarizer_model))
+                                    llm=args.llm(self.engine, self.fmt))
 
         def rollouts():
             trajs = run_rollouts(tasks, self.engine, self.fmt, make_env, LoopConfig.of(args),

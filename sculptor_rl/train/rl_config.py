@@ -13,6 +13,7 @@ from trl import GRPOConfig
 
 from ..acm import TOOL_SCHEMAS
 from ..agent.loop import LoopConfig
+from ..envs.llm import LLMSettings
 from ..envs import RewardConfig, env_class, params_of
 from ..models import train_bf16
 from .lora import LoraSettings
@@ -31,7 +32,7 @@ _TRL_DEFAULTS = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
 
 
 @dataclass
-class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LoraSettings, BatchSettings):
+class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LLMSettings, LoraSettings, BatchSettings):
     """GRPOConfig with the agent loop's (`LoopConfig`) and the reward's (`RewardConfig`) settings under the names
     eval and serve use, and LoRA as TRL's `ModelConfig` names it; defaults follow the Sculptor paper's GSPO
     (ε 3e-4/4e-4, β 0, lr 1e-6, AdamW). Two loop settings have a TRL field of their own, kept equal to ours:
@@ -45,9 +46,6 @@ class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LoraSettings, Bat
                                                               "memtool | a registered one"})
     environment_params: dict | str | None = field(default=None, metadata={"help": "the environment's parameters "
                                                                                   "(JSON on the command line)"})
-    summarizer: str = field(default="extractive", metadata={"help": "what the environments ask for an LLM (ACM's summarize_fragment): extractive (the offline stand-in, labelled), policy (the policy's own engine) or endpoint (summarizer_url + summarizer_model, OpenAI-compatible)", "choices": ["extractive", "policy", "endpoint"]})
-    summarizer_url: str | None = field(default=None, metadata={"help": "summarizer endpoint: its base URL"})
-    summarizer_model: str | None = field(default=None, metadata={"help": "summarizer endpoint: the served model name"})
     max_model_len: int | None = field(default=None, metadata={"help": "the engine's window (None: the model's)"})
     engine: str = field(default="vllm", metadata={"help": "vllm (vllm_mode colocate|server), ray (vLLM in Ray "
                                                           "actors) or hf (the policy's own generate: no vLLM, no sync)"})

@@ -6,6 +6,6 @@ of T requests), `metrics` (removal ratios, residual tools, correctness, completi
 table), `teacher` (the scripted teacher).
 """
 
-from .env import MODES, MemToolConfig, MemToolEnv
+from .env import MODES, MemToolParams, MemToolEnv
 
-__all__ = ["MODES", "MemToolConfig", "MemToolEnv"]
+__all__ = ["MODES", "MemToolParams", "MemToolEnv"]

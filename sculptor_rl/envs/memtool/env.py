@@ -68,7 +68,7 @@ from ...toolcalls import ToolResult, json_object
 from ..base import Env
 from ..llm import endpoint_llm
 
-__all__ = ["MODES", "MANAGEMENT_TOOLS", "MEMTOOL_SYSTEM_PROMPT", "MemToolConfig", "MemToolEnv", "Turn", "PRUNE_STEP",
+__all__ = ["MODES", "MANAGEMENT_TOOLS", "MEMTOOL_SYSTEM_PROMPT", "MemToolParams", "MemToolEnv", "Turn", "PRUNE_STEP",
            "REPRUNE_STEP", "SEARCH_STEP", "SUMMARY_STEP", "SEARCH", "REMOVE", "ask_endpoint", "judge_score"]
 
 MEMTOOL_SYSTEM_PROMPT = "You answer a user's requests about companies' financial figures with tools from a catalogue."
@@ -119,7 +119,7 @@ _PLAIN_PHASES = ("summarize", "prune", "reprune", "search")  # steps that take a
 
 
 @dataclass
-class MemToolConfig:
+class MemToolParams:
     """The environment's parameters (`--environment-param K=V` on the command line); see the module docstring."""
 
     mode: str = "autonomous"  # autonomous | workflow | hybrid
@@ -193,7 +193,7 @@ class MemToolEnv(Env):
     """One session of a `memtool` task record in one mode. Deterministic unless a judge or summary endpoint samples."""
 
     name = "memtool"
-    Params = MemToolConfig
+    Params = MemToolParams
     system_prompt = MEMTOOL_SYSTEM_PROMPT
     task_families = (sessions.NAME,)
 
@@ -229,7 +229,7 @@ class MemToolEnv(Env):
                 "max_context_tokens, the session going on) and format errors: totals over the sessions; tool calls "
                 "(management tools included): per session; – : nothing to divide. Plot: loaded_tools.png."]
 
-    def __init__(self, task: dict, params: MemToolConfig | None = None, **kwargs):
+    def __init__(self, task: dict, params: MemToolParams | None = None, **kwargs):
         if task.get("task") != sessions.NAME:
             raise ValueError(f"the memtool env runs {sessions.NAME!r} tasks, got {task.get('task')!r}")
         super().__init__(task, params, **kwargs)
@@ -249,7 +249,7 @@ class MemToolEnv(Env):
         self._open(0)
 
     @classmethod
-    def conversation(cls, messages: list[dict], params: MemToolConfig | None = None, **kwargs) -> "MemToolEnv":
+    def conversation(cls, messages: list[dict], params: MemToolParams | None = None, **kwargs) -> "MemToolEnv":
         """A session over a served conversation (`serve --environment memtool`): each user message is a request, the
         assistant message after it (if any) its reply, and the loop answers the last one; a leading system
         message follows the environment's. A server keeps no state between HTTP requests, so the tool set
