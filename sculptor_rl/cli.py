@@ -480,7 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--engine", choices=["vllm", "ray", "hf"], help="default: vllm; ray: vLLM in Ray actors "
                     "(engine_kwargs in --config: num_workers, ray_address)")
     ev.add_argument("--seed", type=int)
-    ev.add_argument("--max-new-tokens", type=int, help="per completion (default: 256)")
+    ev.add_argument("--max-new-tokens", type=int, help="per completion (default: 512)")
     ev.add_argument("--max-tool-calls", type=int, help="per rollout, or per request of a session that goes on "
                     "(memtool); more stops it (default: 20)")
     ev.add_argument("--temperature", type=float, help="sampling temperature (default: 0.0, greedy)")
