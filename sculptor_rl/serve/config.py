@@ -46,7 +46,7 @@ class ServeConfig(LLMSettings):
     log_level: str = "info"
     # the model's chat format (as in rl and eval: agent.chat.ChatFormat)
     chat_template: str | None = field(default=None, metadata={"help": "a template file or a named variant "
-                                                                      "(qwen3_append_only); default: the model's"})
+                                                                      "(agent.chat.TEMPLATE_VARIANTS, e.g. qwen3_append_only); default: the model's"})
     chat_template_kwargs: dict | str | None = field(default=None, metadata={
         "help": "passed to the chat template (JSON on the command line), e.g. {\"enable_thinking\": false}"})
     parser: str = field(default="auto", metadata={"help": "the tool-call format; auto: the chat template's"})

@@ -36,7 +36,8 @@ def check_template(fmt: ChatFormat, tools: list[dict]) -> str:
     call back from the turn as the model would write it (`ChatFormat.render_completion`). ValueError naming what
     went wrong."""
     if not fmt.renders_calls:
-        raise ValueError("chat template: it renders no tool calls of an assistant turn; set `chat_template`")
+        raise ValueError("chat template: it renders no tool calls of an assistant turn; set `chat_template` (a "
+                         "template that renders them) and `parser` (the model's tool-call format)")
     try:
         text = fmt.text(two_step_tool_conversation(), add_generation_prompt=True, tools=tools)
     except Exception as e:  # a template raising (jinja2's errors, a template rejecting a role) is the finding
