@@ -27,7 +27,7 @@ def _param(text: str) -> tuple[str, object]:
 def _template(args) -> dict:
     """The chat-template settings of a command line (`--chat-template`, `--chat-template-kwarg`, `--parser`)."""
     return {"chat_template": args.chat_template, "chat_template_kwargs": dict(args.chat_template_kwarg) or None,
-            "parser": args.parser or "auto"}
+            "parser": args.parser}
 
 
 def cmd_tools_schemas(args) -> None:
@@ -85,10 +85,9 @@ def cmd_memory_build(args) -> None:
     from .models import resolve_model
     from .rollout import rollout_engine
 
-    args.environment = args.environment or "memtoolagent"  # an environment that keeps a memory across episodes
-    tasks = load_tasks(args.data, limit=args.limit, environment=args.environment)
-    cfg = _rollout_config(args, args.engine)
-    fmt = ChatFormat.from_pretrained(resolve_model(args.model))
+    cfg = _rollout_config(args, args.engine, "memtoolagent")  # an environment that keeps a memory across episodes
+    tasks = load_tasks(args.data, limit=args.limit, environment=cfg.environment)
+    fmt = ChatFormat.of(resolve_model(cfg.model), cfg.loop)
     engine = rollout_engine(cfg, fmt, tasks)
     llm = None  # rules (and none): the environment's offline critique
     if args.reflect == "policy":
@@ -97,9 +96,9 @@ def cmd_memory_build(args) -> None:
         if not (args.reflect_base_url and args.reflect_model):
             raise ValueError("--reflect openai needs --reflect-base-url and --reflect-model")
         llm = endpoint_llm(args.reflect_base_url, args.reflect_model, args.api_key)
-    driver = DriverConfig(memory=args.memory, out=args.out, rounds=args.rounds, environment=args.environment,
-                          environment_params=dict(args.environment_param), num_generations=args.num_generations,
-                          loop=cfg.loop, seed=args.seed)
+    driver = DriverConfig(memory=args.memory, out=args.out, rounds=args.rounds, environment=cfg.environment,
+                          environment_params=cfg.environment_params, num_generations=cfg.num_generations,
+                          loop=cfg.loop, reward=cfg.reward, seed=cfg.seed)
     store, rounds = run_rounds(tasks, engine, fmt, driver, llm, critique=args.reflect != "none")
     right = [sum(t.score == 1.0 for t in trajs) / len(trajs) for trajs in rounds]
     print(f"{len(rounds)} rounds, outcome accuracy per round: {', '.join(f'{r:.2f}' for r in right)}; "
@@ -159,21 +158,21 @@ def cmd_memory_notes(args) -> None:
     print(f"wrote the notes to {args.out} (--environment-param notes={args.out})")
 
 
-def _rollout_config(args, engine: str):
-    from .agent.loop import LoopConfig
-    from .engines import SamplingConfig
+def _rollout_config(args, engine: str, environment: str = "acm"):
+    """`--config` (YAML, the `RolloutConfig` fields), then the flags given."""
     from .rollout import RolloutConfig
 
-    return RolloutConfig(
-        engine=engine, model=args.model, teacher_model=getattr(args, "teacher_model", None),
-        base_url=getattr(args, "base_url", None), api_key=getattr(args, "api_key", "EMPTY"),
-        num_generations=args.num_generations, seed=args.seed, environment=args.environment or "acm",
-        environment_params=dict(args.environment_param), summarizer=args.summarizer or "extractive",
-        summarizer_url=args.summarizer_url, summarizer_model=args.summarizer_model,
-        sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p, seed=args.seed),
-        loop=LoopConfig(max_tool_calls=args.max_tool_calls, max_new_tokens=args.max_new_tokens,
-                        max_context_tokens=args.max_context_tokens, **_template(args)),
-    )
+    cfg = RolloutConfig.from_yaml(
+        args.config, engine=engine, model=args.model, teacher_model=getattr(args, "teacher_model", None),
+        base_url=getattr(args, "base_url", None), api_key=getattr(args, "api_key", None),
+        num_generations=args.num_generations, seed=args.seed, environment=args.environment,
+        summarizer=args.summarizer, summarizer_url=args.summarizer_url, summarizer_model=args.summarizer_model,
+        temperature=args.temperature, top_p=args.top_p, max_tool_calls=args.max_tool_calls,
+        max_new_tokens=args.max_new_tokens, max_context_tokens=args.max_context_tokens, **_template(args))
+    if not args.config and args.environment is None:
+        cfg.environment = environment
+    cfg.environment_params = {**cfg.environment_params, **dict(args.environment_param)}
+    return cfg
 
 
 def _run_and_write(args, engine: str, keep=lambda t: True) -> None:
@@ -182,13 +181,13 @@ def _run_and_write(args, engine: str, keep=lambda t: True) -> None:
     from .rollout import rollout_to_file
     from .envs.tasks import load_tasks
 
-    args.environment = args.environment or "acm"
-    tasks = load_tasks(args.data, limit=args.limit, environment=args.environment)
-    trajs = rollout_to_file(tasks, _rollout_config(args, engine), args.out, keep, chunk_size=args.chunk_size)
+    cfg = _rollout_config(args, engine)
+    tasks = load_tasks(args.data, limit=args.limit, environment=cfg.environment)
+    trajs = rollout_to_file(tasks, cfg, args.out, keep, chunk_size=args.chunk_size)
     summary = summarize_by_task(trajs)
     write_atomic(Path(args.out).with_suffix(".summary.json"), json.dumps(summary, indent=2))
     print(format_table(summary))
-    if args.environment == "memtool":
+    if cfg.environment == "memtool":
         from .envs.memtool import metrics as memtool_metrics
 
         print(memtool_metrics.format_table(memtool_metrics.summarize(trajs)))
@@ -211,7 +210,8 @@ def cmd_samples(args) -> None:
     from .trajectory import read_trajectories
 
     # the tokenizer is the trajectories' own; --model only checks that it is that model's
-    using = ChatFormat.from_pretrained(resolve_model(args.model), **_template(args)).provenance if args.model else None
+    using = ChatFormat.from_pretrained(resolve_model(args.model), **{**_template(args), "parser": args.parser or "auto"}
+                                       ).provenance if args.model else None
     samples = policy_samples(read_trajectories(args.inp), using)
     n = write_samples(samples, args.out)
     trained = sum(sum(s.loss_mask) for s in samples)
@@ -375,13 +375,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--chunk-size", type=int, default=64, help="tasks per chunk: a finished chunk is saved, "
                      "a restarted run skips it")
     run.add_argument("--limit", type=int, default=None, help="use the first N tasks")
-    run.add_argument("--num-generations", type=int, default=1, help="rollouts per task")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--temperature", type=float, default=1.0)
-    run.add_argument("--top-p", type=float, default=1.0)
-    run.add_argument("--max-new-tokens", type=int, default=512)
-    run.add_argument("--max-tool-calls", type=int, default=20)
-    run.add_argument("--max-context-tokens", type=int, default=131072)
+    run.add_argument("--config", help="YAML settings (RolloutConfig's fields: the loop's, the reward's, "
+                     "environment, ... under the names eval and rl use); the flags below override them")
+    run.add_argument("--num-generations", type=int, help="rollouts per task (default 1)")
+    run.add_argument("--seed", type=int, help="default 0")
+    run.add_argument("--temperature", type=float, help="default 1.0")
+    run.add_argument("--top-p", type=float, help="default 1.0")
+    run.add_argument("--max-new-tokens", type=int, help="per completion (default 512)")
+    run.add_argument("--max-tool-calls", type=int, help="default 20")
+    run.add_argument("--max-context-tokens", type=int, help="default 131072")
     run.add_argument("--environment", default=None, help="the environment: a built-in (acm, memtool, tamem, "
                      "memtoolagent, toolmem, full, truncate, bm25), an import path package.module:Class or an installed "
                      "entry point (default: acm; memory build: memtoolagent)")
@@ -389,17 +391,17 @@ def build_parser() -> argparse.ArgumentParser:
                      help="an environment parameter, e.g. mode=workflow limit=128 (memtool; repeatable)")
 
     ro = sub.add_parser("rollout", parents=[run], help="multi-turn ACM rollouts of a model")
-    ro.add_argument("--engine", default="vllm", choices=["vllm", "hf", "openai"])
+    ro.add_argument("--engine", choices=["vllm", "hf", "openai"], help="default: vllm")
     ro.add_argument("--base-url", help="openai engine: the endpoint, e.g. http://127.0.0.1:8000/v1")
     ro.add_argument("--teacher-model", help="openai engine: the served model name")
-    ro.add_argument("--api-key", default="EMPTY")
+    ro.add_argument("--api-key", help="openai engine (default: EMPTY)")
     ro.set_defaults(fn=cmd_rollout)
 
     co = sub.add_parser("collect", parents=[run], help="teacher trajectories for SFT (successful ones kept)")
     co.add_argument("--teacher", default="scripted", choices=["scripted", "openai"])
     co.add_argument("--base-url", help="openai teacher: the endpoint")
     co.add_argument("--teacher-model", help="openai teacher: the served model name")
-    co.add_argument("--api-key", default="EMPTY")
+    co.add_argument("--api-key", help="openai teacher (default: EMPTY)")
     co.add_argument("--min-reward", type=float, default=1.0, help="keep trajectories with at least this reward")
     co.set_defaults(fn=cmd_collect)
 
@@ -410,10 +412,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "JSONL) updated between rounds; --out holds each round's snapshot")
     mb.add_argument("--memory", required=True, help="the memory store (JSONL): read if it exists, saved each round")
     mb.add_argument("--rounds", type=int, default=2, help="the tasks are run in this many consecutive chunks")
-    mb.add_argument("--engine", default="vllm", choices=["vllm", "hf", "openai", "scripted"])
+    mb.add_argument("--engine", choices=["vllm", "hf", "openai", "scripted"], help="default: vllm")
     mb.add_argument("--base-url", help="openai engine: the endpoint")
     mb.add_argument("--teacher-model", help="openai engine: the served model name")
-    mb.add_argument("--api-key", default="EMPTY")
+    mb.add_argument("--api-key", help="openai engine (default: EMPTY)")
     mb.add_argument("--reflect", default="policy", choices=["policy", "openai", "rules", "none"],
                     help="who writes a failed episode's reflection: the policy's engine, an OpenAI-compatible "
                     "endpoint, the offline rule critique (no LLM), or nobody")

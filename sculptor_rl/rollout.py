@@ -10,6 +10,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from .agent.chat import ChatFormat
+from .config import load_config
 from .agent.loop import LoopConfig, run_rollouts
 from .engines import SamplingConfig, make_engine
 from .envs import RewardConfig, make_env_factory
@@ -24,7 +25,11 @@ __all__ = ["RolloutConfig", "rollout", "rollout_engine", "rollout_to_file"]
 
 
 @dataclass
-class RolloutConfig(LLMSettings):
+class RolloutConfig(LoopConfig, RewardConfig, LLMSettings):
+    """`rollout`, `collect` and `memory build`: the loop's (`LoopConfig`), the reward's (`RewardConfig`) and the
+    environments' LLM (`LLMSettings`) settings under the names eval, rl and serve use; from YAML (`--config`) and
+    flags, as every command."""
+
     engine: str = "vllm"  # vllm | hf | openai | scripted (the scripted teachers, `envs.teacher`)
     model: str | None = None  # the policy (HF id or path; None: the embedded default): its tokenizer makes the ids
     teacher_model: str | None = None  # openai engine: the served model's name
@@ -32,12 +37,28 @@ class RolloutConfig(LLMSettings):
     api_key: str = "EMPTY"
     num_generations: int = 1
     seed: int = 0
-    environment: str = "acm"  # sculptor_rl.envs: acm | memtool | full | truncate | bm25
+    environment: str = "acm"  # a built-in, an import path package.module:Class, or an entry point (envs.registry)
     environment_params: dict = field(default_factory=dict)  # the environment's parameters, e.g. {"mode": "workflow"}
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    loop: LoopConfig = field(default_factory=LoopConfig)
-    reward: RewardConfig = field(default_factory=RewardConfig)
+    temperature: float = 1.0
+    top_p: float = 1.0
     engine_kwargs: dict = field(default_factory=dict)  # passed to the engine (e.g. kv_cache_memory_bytes)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path | None, /, **overrides) -> "RolloutConfig":
+        """The settings of the YAML file (if any), then `overrides` that are not None (command-line flags)."""
+        return load_config(cls, path, overrides)
+
+    @property
+    def loop(self) -> LoopConfig:
+        return LoopConfig.of(self)
+
+    @property
+    def sampling(self) -> SamplingConfig:
+        return SamplingConfig(temperature=self.temperature, top_p=self.top_p, seed=self.seed)
+
+    @property
+    def reward(self) -> RewardConfig:
+        return RewardConfig.of(self)
 
 
 def rollout(tasks: list[dict], cfg: RolloutConfig, fmt: ChatFormat | None = None, engine=None,

@@ -62,3 +62,24 @@ def test_generate_help_names_every_family(capsys):
         main(["data", "generate", "--help"])
     out = capsys.readouterr().out
     assert all(name in out for name in family_names())
+
+
+def test_rollout_commands_read_a_config_and_flags_override_it(tmp_path, capsys):
+    """`collect`/`rollout`/`memory build` load their settings as every command does: YAML (`--config`, checked key
+    by key), then the flags given."""
+    from sculptor_rl.envs.tasks import generate
+    from sculptor_rl.jsonl import write_jsonl
+    from sculptor_rl.trajectory import read_trajectories
+
+    write_jsonl(generate("pi_llm", 2, 0, keys=1, updates=64), tmp_path / "t.jsonl")  # the teacher makes 2 calls
+    (tmp_path / "c.yaml").write_text("num_generations: 3\nmax_tool_calls: 1\nenvironment: acm\n")
+    main(["collect", "--config", str(tmp_path / "c.yaml"), "--num-generations", "2", "--min-reward", "-1",
+          "--data", str(tmp_path / "t.jsonl"), "--out", str(tmp_path / "out.jsonl")])
+    trajs = list(read_trajectories(tmp_path / "out.jsonl"))
+    assert len(trajs) == 4  # the flag's 2 rollouts per task, not the file's 3
+    assert all(t.stop_reason == "max_tool_calls" for t in trajs)  # the file's cap of 1 call
+    (tmp_path / "bad.yaml").write_text("max_tool_call: 1\n")
+    with pytest.raises(SystemExit):
+        main(["collect", "--config", str(tmp_path / "bad.yaml"), "--data", str(tmp_path / "t.jsonl"),
+              "--out", str(tmp_path / "o2.jsonl")])
+    assert "unknown key 'max_tool_call' for RolloutConfig (did you mean 'max_tool_calls'?)" in capsys.readouterr().err

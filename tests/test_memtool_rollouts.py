@@ -174,7 +174,7 @@ def test_vllm_rollouts_on_memtool(fmt, vllm_engine):
     short = generate("memtool", 1, seed=5, requests=2, calls_per_request=1)
     for mode in MODES:
         cfg = RolloutConfig(environment="memtool", environment_params={"mode": mode}, num_generations=2,
-                            loop=LoopConfig(max_tool_calls=6, max_new_tokens=48))
+                            max_tool_calls=6, max_new_tokens=48)
         trajs = rollout(short, cfg, fmt=fmt, engine=vllm_engine, progress=False)
         assert len(trajs) == 2
         for traj in trajs:
