@@ -15,7 +15,8 @@ from typing import Callable
 from .stats import bootstrap_mean, interval
 from .trajectory import Trajectory
 
-__all__ = ["summarize", "summarize_by", "summarize_by_task", "per_rollout", "tool_entropy", "format_table"]
+__all__ = ["summarize", "summarize_by", "summarize_by_task", "per_rollout", "restores_after_fold", "tool_entropy",
+           "format_table"]
 
 # summary key: (the per-rollout value it averages, its interval). Scores are 0/1 (Wilson) or partial credit
 # (bootstrap); reward and reduction are means even where every value happens to be 0 or 1.
@@ -28,6 +29,21 @@ def tool_entropy(counts: Counter) -> float:
     """Shannon entropy (bits) of the tool-usage distribution; 0 for no calls or a single tool."""
     total = sum(counts.values())
     return -sum(c / total * math.log2(c / total) for c in counts.values() if c) if total else 0.0
+
+
+def restores_after_fold(traj: Trajectory) -> int:
+    """`restore_fragment` calls that ran on a fragment the rollout had folded before (the paper's Appendix G: the
+    policy learning to take back an over-eager fold); read from the calls' arguments, whatever the environment."""
+    folded, restored = set(), 0
+    for step in traj.steps:
+        for call in step.calls:
+            fragment = call["arguments"].get("fragment_id") if isinstance(call["arguments"], dict) else None
+            if call["name"] == "fold_fragment" and call["ok"]:
+                folded.add(fragment)
+            elif call["name"] == "restore_fragment" and call["ok"] and fragment in folded:
+                restored += 1
+                folded.discard(fragment)
+    return restored
 
 
 def summarize(trajs: list[Trajectory], correct_threshold: float = 1.0) -> dict:
@@ -51,6 +67,7 @@ def summarize(trajs: list[Trajectory], correct_threshold: float = 1.0) -> dict:
         "tool_calls_per_tool": {name: c / n for name, c in sorted(tools.items())},
         "tool_counts": dict(sorted(tools.items())),
         "tool_entropy": tool_entropy(tools),
+        "restores_after_fold": sum(map(restores_after_fold, trajs)) / n,  # per task
         "context_tokens_before": sum(t.context_tokens_before for t in trajs) / n,
         "context_tokens_after": sum(t.context_tokens_after for t in trajs) / n,
         "context_reduction": sum(t.context_reduction for t in trajs) / n,

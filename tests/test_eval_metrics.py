@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from sculptor_rl.metrics import summarize, summarize_by, tool_entropy
+from sculptor_rl.metrics import restores_after_fold, summarize, summarize_by, tool_entropy
 from sculptor_rl.trajectory import Step, Trajectory
 
 
@@ -80,3 +80,15 @@ def test_correct_threshold_counts_partial_scores():
     assert summarize(trajs)["correct"] == 0.5
     assert summarize(trajs, correct_threshold=0.7)["correct"] == 1.0
     assert summarize(trajs)["accuracy"] == pytest.approx(0.875)
+
+
+def test_restores_after_fold_count_only_a_fragment_folded_before():
+    def on(name, fragment, ok=True):
+        return {**call(name, ok), "arguments": {"fragment_id": fragment}}
+
+    learned = traj("pi_llm-0", 1.0, [on("fold_fragment", "fa"), on("restore_fragment", "fa"),
+                                     on("restore_fragment", "fa"),  # already restored
+                                     on("restore_fragment", "fb"),  # never folded (summarized, or unknown)
+                                     on("fold_fragment", "fc", ok=False), on("restore_fragment", "fc")])
+    assert restores_after_fold(learned) == 1
+    assert summarize([learned, traj("pi_llm-1", 0.0)])["restores_after_fold"] == 0.5
