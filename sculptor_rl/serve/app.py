@@ -80,9 +80,12 @@ class _ChatApp:
     def __init__(self, engine: Engine, fmt: ChatFormat, cfg: ServeConfig, model_name: str):
         self.fmt, self.cfg, self.model_name = fmt, cfg, model_name
         self.batcher = MicroBatcher(engine)
-        # a summary asks the policy through the batcher: it joins the other requests' next engine call
-        self.make_env = conversation_env(cfg.environment, cfg.environment_params, fmt.tokenizer,
-                                         cfg.llm(self.batcher.caller(), fmt))
+        try:  # a summary asks the policy through the batcher: it joins the other requests' next engine call
+            self.make_env = conversation_env(cfg.environment, cfg.environment_params, fmt.tokenizer,
+                                             cfg.llm(self.batcher.caller(), fmt))
+        except Exception:
+            self.batcher.close()  # a bad environment or LLM setting leaves no dispatcher thread behind
+            raise
         limits = [n for n in (cfg.max_context_tokens, engine.max_model_len) if n]
         self.max_context = min(limits) if limits else LoopConfig.max_context_tokens
         self.pool = ThreadPoolExecutor(cfg.max_concurrent_requests, thread_name_prefix="request")
