@@ -136,7 +136,7 @@ def cmd_memory_induce(args) -> None:
         summary = build_memory(experiences, args.out, llm, retries=args.retries, max_new_tokens=args.max_new_tokens,
                                induction=args.induction)
     finally:
-        if engine is not None:
+        if hasattr(engine, "close"):  # a vLLM engine's memory (an HF engine holds only the model)
             engine.close()
     print(json.dumps({k: v for k, v in summary.items() if k != "failed"}, indent=1))
     print(f"wrote the memory to {args.out} (--environment-param memory={args.out})")
@@ -152,7 +152,7 @@ def cmd_memory_notes(args) -> None:
     try:
         report = extract_notes(tasks, llm, args.out, retries=args.retries, max_new_tokens=args.max_new_tokens)
     finally:
-        if engine is not None:
+        if hasattr(engine, "close"):  # a vLLM engine's memory (an HF engine holds only the model)
             engine.close()
     print(json.dumps(report))
     print(f"wrote the notes to {args.out} (--environment-param notes={args.out})")

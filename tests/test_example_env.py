@@ -126,11 +126,13 @@ def test_trained_by_import_path_and_entry_point(site, tmp_path, model_path):
     # one GSPO step in two ranks, each finding `calculator` by its entry point
     launch = ["-m", "accelerate.commands.launch", "--config_file", str(ROOT / "configs/accelerate/zero2.yaml"),
               "--num_processes", "2", "--main_process_port", "29541", "-m", "sculptor_rl.train.rl",
-              "--model", model_path, "--tasks", "sums.jsonl", "--output_dir", "rl", "--engine", "hf",
+              "--model", model_path, "--tasks", str(tmp_path / "sums.jsonl"), "--output_dir", str(tmp_path / "rl"),
+              "--engine", "hf",
               "--environment", "calculator", "--num_generations", "2", "--gradient_accumulation_steps", "1",
               "--max_new_tokens", "16", "--max_tool_calls", "1", "--max_context_tokens", "1024", "--save_rollouts",
               "true", "--ddp_backend", "gloo", *common]
-    out = run(site, launch, tmp_path, 1200, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
+    # from the repository: the accelerate config names its DeepSpeed config relative to it
+    out = run(site, launch, ROOT, 1200, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
     assert out.returncode == 0, out.stderr[-4000:]
     rollouts = sorted((tmp_path / "rl" / "rollouts").glob("*.jsonl"))
     assert rollouts, list((tmp_path / "rl").iterdir())
