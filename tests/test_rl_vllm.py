@@ -9,7 +9,8 @@ from sculptor_rl.envs import AcmEnv, register_env
 from sculptor_rl.samples import Sample
 from sculptor_rl.tasks import generate, render_answer
 from sculptor_rl.tasks import write_jsonl
-from sculptor_rl.train.rl import SculptorGRPOConfig, build_trainer, collate
+from sculptor_rl.train.micro_batches import collate
+from sculptor_rl.train.rl import SculptorGRPOConfig, build_trainer
 
 
 @register_env

@@ -4,8 +4,10 @@
     sculptor-rl rl validate --config configs/rl/qwen3_8b_gspo.yaml      # dry run: checks and prints the plan
     accelerate launch --config_file configs/accelerate/zero3.yaml -m sculptor_rl.train.rl --config ...
 
-The config, its checks and the plan `validate` prints are in `sculptor_rl.train.rl_config`; this module is the
-trainer, `build_trainer`, `train` and the command's `main`.
+This module is the trainer (one generation round after another, the loss, time accounting and logging),
+`build_trainer`, `train` and the command's `main`. The other jobs have a file each: the config, its checks and
+the plan `validate` prints (`rl_config`), a round's rollouts as micro-batches (`micro_batches`), the loss
+(`loss`), the engine's weights (`weight_sync`), checkpoints and resume (`checkpoints`).
 
 One generation round (every `steps_per_generation` micro-steps, TRL's cadence and sampler):
 1. the rank's prompts are whole groups of `num_generations` copies of a task; each copy is one rollout of the
@@ -64,7 +66,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -84,18 +85,19 @@ from ..envs.memtoolagent import engine_reflector, round_entries, rule_reflector
 from ..memory import MemoryStore, check_entry
 from ..metrics import summarize
 from ..models import resolve_model
-from ..samples import Sample, build_samples, trim
+from ..samples import Sample
 from ..tasks import load_tasks
 from ..trajectory import write_trajectories
 from . import heap
+from .checkpoints import fit, last_checkpoint, save_final
 from .curves import CurvesCallback
 from .lora import peft_config
 from .loss import lm_loss, policy_loss
-from .masked_lm import kept_positions
+from .micro_batches import group_advantages, micro_batches, round_samples
 from .rl_config import SculptorGRPOConfig, check_config, validate
-from .sft import _last_checkpoint, check_process_group, fit, save_final
-from .shared_prefix import pack, token_logprobs
-from .weight_sync import check_vllm_version, named_weights, server_update, sync_method
+from .sft import check_process_group
+from .shared_prefix import token_logprobs
+from .weight_sync import EngineSync, check_vllm_version, sync_method
 
 log = logging.getLogger(__name__)
 MEMORY_FILE = "memory.jsonl"  # a checkpoint's copy of the memory store (memory_updates)
@@ -106,66 +108,6 @@ def env_reward(trajectories, **kwargs) -> list[float]:
     it in the loop (computed once; the trainer reads `Trajectory.reward`). Another reward: an environment whose
     `reward` hook computes it (`sculptor_rl.envs`)."""
     return [t.reward for t in trajectories]
-
-
-def group_advantages(rewards: torch.Tensor, num_generations: int, std: str | float = "group") -> torch.Tensor:
-    """(r - mean of its group) / (std + 1e-4), rewards grouped as consecutive runs of `num_generations`.
-    `std`: "group" (each group's), "none" (no division) or a number (TRL's "batch": the std of all rollouts)."""
-    grouped = rewards.view(-1, num_generations)
-    same = (grouped == grouped[:, :1]).all(dim=1, keepdim=True)  # exactly 0, not the mean's rounding (2/3 x 8)
-    centered = (grouped - grouped.mean(dim=1, keepdim=True)).masked_fill(same, 0.0).view(-1)
-    if std == "none":
-        return centered
-    if std == "group":
-        std = grouped.std(dim=1).repeat_interleave(num_generations)
-    return centered / (std + 1e-4)
-
-
-def split_balanced(lengths: list[int], parts: int) -> list[list[int]]:
-    """Indices split into `parts` lists of about equal total length (longest first, each to the lightest part)."""
-    bins: list[list[int]] = [[] for _ in range(parts)]
-    loads = [0] * parts
-    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
-        k = loads.index(min(loads))
-        bins[k].append(i)
-        loads[k] += lengths[i]
-    return bins
-
-
-def round_samples(trajs, advantages: list[float]) -> tuple[list[Sample], list[float]]:
-    """A round's trainable samples (Algorithm 1, trimmed) and each one's advantage, its rollout's."""
-    samples, sample_adv = [], []
-    for k, (traj, adv) in enumerate(zip(trajs, advantages)):
-        for s in build_samples(traj):
-            if any(s.loss_mask):  # the rollout's index keeps its id unique in the round (a task drawn twice)
-                samples.append(replace(trim(s), rollout_id=f"{k}:{s.rollout_id}"))
-                sample_adv.append(adv)
-    return samples, sample_adv
-
-
-def collate(samples: list[Sample], advantages: list[float], pad_id: int) -> dict[str, torch.Tensor]:
-    """A right-padded micro-batch; `labels` are the input ids where the loss mask is 1, -100 elsewhere, and
-    `rollout_ids` number the samples' rollouts (equal for samples of one rollout).
-    Per-token tensors (`sampling_logps`: the engine's; later `old_logps`, `ref_logps`) are `[B, k]` at the
-    `kept_positions`, the layout of `masked_token_logprobs`."""
-    width = max(len(s.input_ids) for s in samples)
-    ids = torch.full((len(samples), width), pad_id, dtype=torch.long)
-    attention = torch.zeros_like(ids)
-    labels = torch.full_like(ids, -100)
-    engine_lp = torch.zeros(len(samples), width)
-    for row, s in enumerate(samples):
-        n = len(s.input_ids)
-        ids[row, :n], attention[row, :n] = torch.tensor(s.input_ids), 1
-        labels[row, :n] = torch.where(torch.tensor(s.loss_mask).bool(), ids[row, :n], -100)
-        if s.logprobs is not None:
-            engine_lp[row, :n] = torch.tensor(s.logprobs)
-    rollout_index = {r: k for k, r in enumerate(dict.fromkeys(s.rollout_id for s in samples))}
-    batch = {"input_ids": ids, "attention_mask": attention, "labels": labels,
-             "advantages": torch.tensor(advantages, dtype=torch.float32),
-             "rollout_ids": torch.tensor([rollout_index[s.rollout_id] for s in samples])}
-    if all(s.logprobs is not None for s in samples):
-        batch["sampling_logps"] = engine_lp[:, kept_positions(labels) + 1]
-    return batch
 
 
 class SculptorGRPOTrainer(GRPOTrainer):
@@ -194,10 +136,10 @@ class SculptorGRPOTrainer(GRPOTrainer):
                                        top_k=args.top_k if args.top_k > 0 else -1, seed=args.seed + self.rank)
         self.vllm_generation = None  # server mode: TRL's weight sync
         self.engine = engine if engine is not None else self._make_engine()
-        self.sync = sync_method(args.engine, args.vllm_mode, self.engine)  # how the engine gets new weights
-        log.info("weight sync to the %s engine: %s", args.engine, self.sync)
-        self._weights_dir = None  # colocated engine: where this rank saves the weights it reloads
-        self._synced_step = None if engine is not None else 0  # a given engine may hold other weights
+        self.weight_sync = EngineSync(sync_method(args.engine, args.vllm_mode, self.engine), self.engine,
+                                      self.accelerator, self._dist, args.output_dir, self.vllm_generation,
+                                      synced_step=None if engine is not None else 0)  # a given engine: other weights
+        log.info("weight sync to the %s engine: %s", args.engine, self.weight_sync.method)
         self._rollout_time = 0.0  # spent preparing inputs in the current micro-step (not training)
         self._train_time = 0.0
         self._step_signal: list[bool] = []  # per optimizer step of the round: any gradient at all (skip_empty_updates)
@@ -252,40 +194,9 @@ class SculptorGRPOTrainer(GRPOTrainer):
         return make_engine(args.engine, self.model.name_or_path, fmt, self.sampling, max_model_len=args.max_model_len,
                            **kwargs)
 
-    def engine_weights(self) -> dict[str, torch.Tensor]:
-        """The weights as a checkpoint names them, copied to CPU in bf16 (`weight_sync.named_weights`: ZeRO-3
-        shards gathered, LoRA merged and unmerged again). A collective under ZeRO-3: every rank calls it."""
-        model = self.accelerator.unwrap_model(self.model)
-        return {name: p.to("cpu", torch.bfloat16, copy=True) for name, p in named_weights(model, self._dist)}
-
     def sync_engine(self) -> None:
-        """Give the engine the trainer's current weights (once per optimizer step, and after sleep mode freed
-        them), by the engine's method (`weight_sync`)."""
-        if self.sync == "none":
-            return
-        if self._synced_step == self.state.global_step and not getattr(self.engine, "weights_asleep", False):
-            return
-        if self.sync == "server":
-            server_update(self.vllm_generation.sync_weights)
-        elif self.sync == "in-memory":
-            self.engine.load_weights(named_weights(self.accelerator.unwrap_model(self.model), self._dist))
-        else:
-            from safetensors.torch import save_file
-
-            weights = self.engine_weights()  # a collective under ZeRO-3
-            if self.sync == "shared-directory":  # one copy for every rank's workers, which may run on other nodes:
-                where = Path(self.args.output_dir) / "engine-weights"  # output_dir is shared on a cluster
-                if self.accelerator.is_main_process:
-                    where.mkdir(parents=True, exist_ok=True)
-                    save_file(weights, str(where / "model.safetensors"))
-                self.accelerator.wait_for_everyone()
-            else:
-                if self._weights_dir is None:
-                    self._weights_dir = tempfile.TemporaryDirectory(prefix="sculptor-rl-weights-")
-                where = Path(self._weights_dir.name)
-                save_file(weights, str(where / "model.safetensors"))
-            self.engine.reload_weights(str(where))
-        self._synced_step = self.state.global_step
+        """Give the engine the trainer's current weights (`weight_sync.EngineSync`)."""
+        self.weight_sync.sync(self.model, self.state.global_step)
 
     # ---- the cross-episode memory (memory_updates) ----
 
@@ -409,71 +320,12 @@ class SculptorGRPOTrainer(GRPOTrainer):
         return [{k: v.to(device) if torch.is_tensor(v) else v for k, v in b.items()} for b in batches]
 
     def _micro_batches(self, samples: list[Sample], advantages: list[float]) -> list[dict]:
-        """`steps_per_generation` micro-batches, each normalized by the counts of its optimizer step (all ranks).
-        The rollout-level ratio and the per-rollout weighting sum over all of a rollout's samples (equal
-        `rollout_id`), so with either they stay in one micro-batch (`sculptor_rl.train.loss`); otherwise each
-        sample is its own term and is packed alone, in prefix order: a group's first samples share their whole
-        prompt (a rollout's own samples share only the system turn), and a micro-batch is bounded by
-        `max_tokens_per_batch` whatever a rollout's length. On the long recipe's largest round that computes 34 %
-        fewer tokens than whole rollouts at the same budget, in 0.74x the time (bench/rl_memory.py). A round that
-        needs more micro-batches than `steps_per_generation` is packed by a budget raised in steps of 25 % until
-        it fits.
-        With beta 0 a rollout whose advantage is 0 (its group all scored alike) adds exactly nothing to the loss or
-        its gradients (the policy term is times A, the LM term takes A > 0 only), so when the round is one
-        optimizer step its samples are counted in the normalization but not computed: a round where every group
-        agrees costs no training forward at all."""
-        spg, ga = self.args.steps_per_generation, self.args.gradient_accumulation_steps
-        rollouts: dict[str, list[int]] = {}
-        for i, s in enumerate(samples):
-            rollouts.setdefault(s.rollout_id, []).append(i)
-        members = list(rollouts.values())  # in round order: a group's rollouts are consecutive
-        skipped = []
-        if not self.beta and spg == ga:
-            skipped = [i for m in members if advantages[m[0]] == 0 for i in m]
-            members = [m for m in members if advantages[m[0]] != 0]
-        units = members  # what a micro-batch takes whole: a rollout's samples, or one sample
-        if self.importance_sampling_level != "rollout" and self.args.loss_weighting != "per-rollout":
-            units = sorted(([i] for m in members for i in m), key=lambda u: samples[u[0]].input_ids)
-        budget = self.args.max_tokens_per_batch
-        seqs = [[samples[i].input_ids for i in u] for u in units]
-        packed = pack(seqs, budget, self.args.shared_prefix) if budget and units else []
-        if len(packed) > spg:  # a larger budget keeps the sharing that an even split would lose
-            needed = len(packed)
-            while len(packed) > spg:
-                budget += max(1, budget // 4)  # 25 %, and at least a token: a budget of 1-3 would not grow
-                packed = pack(seqs, budget, self.args.shared_prefix)
-            log.warning("the round's %d %s need %d micro-batches of max_tokens_per_batch=%d tokens, more than "
-                        "steps_per_generation=%d: packed by %d tokens instead", len(units),
-                        "rollouts" if units is members else "samples", needed, self.args.max_tokens_per_batch,
-                        spg, budget)
-        if not packed:
-            packed = split_balanced([sum(len(samples[i].input_ids) for i in u) for u in units], spg)
-        parts = [[i for r in part for i in units[r]] for part in packed] + [[]] * (spg - len(packed))
-        batches = []
-        for idx in parts:
-            if idx:
-                batches.append(collate([samples[i] for i in idx], [advantages[i] for i in idx], self.pad_id))
-            else:  # fewer samples than micro-steps: an untrained token keeps every rank's forward/backward in step
-                first = samples[0]
-                batches.append(collate([replace(first, input_ids=first.input_ids[:1], loss_mask=[0], logprobs=None)],
-                                       [0.0], self.pad_id))
-        counts = []
-        for step in range(spg // ga):  # trained samples, trained tokens, LM tokens (A > 0), rollouts, A != 0
-            idx = [i for part in parts[step * ga : (step + 1) * ga] for i in part] + (skipped if step == 0 else [])
-            idx = [i for i in idx if any(samples[i].loss_mask)]
-            counts += [len(idx), sum(sum(samples[i].loss_mask) for i in idx),
-                       sum(sum(samples[i].loss_mask) for i in idx if advantages[i] > 0),
-                       len({samples[i].rollout_id for i in idx}), sum(advantages[i] != 0 for i in idx)]
-        counts = self.accelerator.reduce(torch.tensor(counts, dtype=torch.float32, device=self.accelerator.device),
-                                         "sum").tolist()
-        for k, b in enumerate(batches):
-            n_samples, n_tokens, n_lm, n_rollouts, _ = counts[5 * (k // ga) : 5 * (k // ga) + 5]
-            w = self.world
-            b.update(num_samples=n_samples / w, num_tokens=n_tokens / w, num_lm_tokens=n_lm / w,
-                     num_rollouts=n_rollouts / w)
-        # with beta 0 a step whose samples (on every rank) all have advantage 0 has a zero gradient
-        self._step_signal = [bool(self.beta) or counts[5 * k + 4] > 0 for k in range(spg // ga)]
-        self._metrics["train"]["frac_samples_skipped"].append(len(skipped) / len(samples))
+        """The round's micro-batches (`micro_batches.micro_batches`); notes which optimizer steps carry a signal."""
+        device = self.accelerator.device
+        batches, self._step_signal, skipped = micro_batches(
+            samples, advantages, self.args, level=self.importance_sampling_level, beta=self.beta, pad_id=self.pad_id,
+            reduce=lambda t: self.accelerator.reduce(t.to(device), "sum"), world=self.world)
+        self._metrics["train"]["frac_samples_skipped"].append(skipped)
         return batches
 
     @property
@@ -617,10 +469,10 @@ def build_trainer(cfg: SculptorGRPOConfig, engine=None) -> SculptorGRPOTrainer:
 
 def train(cfg: SculptorGRPOConfig, engine=None) -> Path:
     trainer = build_trainer(cfg, engine)
-    resume = _last_checkpoint(cfg.output_dir) if cfg.resume_from_checkpoint is None else cfg.resume_from_checkpoint
+    resume = last_checkpoint(cfg.output_dir) if cfg.resume_from_checkpoint is None else cfg.resume_from_checkpoint
     if resume:
         log.info("resuming from %s", resume)
-        trainer._synced_step = None  # the engine holds the initial weights, not the checkpoint's
+        trainer.weight_sync.synced_step = None  # the engine holds the initial weights, not the checkpoint's
     try:
         fit(trainer, resume)
     finally:

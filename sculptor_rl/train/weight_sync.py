@@ -18,7 +18,9 @@
 from __future__ import annotations
 
 import logging
+import tempfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import torch
 
@@ -77,6 +79,54 @@ def server_update(push: Callable[[], None]) -> None:
     barrier()
     push()
     barrier()
+
+
+class EngineSync:
+    """The rollout engine's copy of the policy: the optimizer step whose weights it holds, and how the trainer's
+    weights reach it (`method`, one of `METHODS`). Called once per generation round with the trainer's model."""
+
+    def __init__(self, method: str, engine, accelerator, dist_backend, output_dir: str, vllm_generation=None,
+                 synced_step: int | None = 0):
+        """`synced_step`: the step whose weights the engine holds (None: unknown, e.g. an engine given to the
+        trainer, or a resumed run's engine, which holds the initial weights and not the checkpoint's)."""
+        self.method, self.engine, self.accelerator, self.dist = method, engine, accelerator, dist_backend
+        self.output_dir, self.vllm_generation, self.synced_step = output_dir, vllm_generation, synced_step
+        self._weights_dir = None  # `directory`: where this rank saves the weights its engine reloads
+
+    def weights(self, model) -> dict[str, torch.Tensor]:
+        """The weights as a checkpoint names them, copied to CPU in bf16 (`named_weights`: ZeRO-3 shards gathered,
+        LoRA merged and unmerged again). A collective under ZeRO-3: every rank calls it."""
+        model = self.accelerator.unwrap_model(model)
+        return {name: p.to("cpu", torch.bfloat16, copy=True) for name, p in named_weights(model, self.dist)}
+
+    def sync(self, model, step: int) -> None:
+        """Give the engine the weights of `model` after optimizer step `step` (once per step, and again after sleep
+        mode freed them)."""
+        if self.method == "none":
+            return
+        if self.synced_step == step and not getattr(self.engine, "weights_asleep", False):
+            return
+        if self.method == "server":
+            server_update(self.vllm_generation.sync_weights)
+        elif self.method == "in-memory":
+            self.engine.load_weights(named_weights(self.accelerator.unwrap_model(model), self.dist))
+        else:
+            from safetensors.torch import save_file
+
+            weights = self.weights(model)  # a collective under ZeRO-3
+            if self.method == "shared-directory":  # one copy for every rank's workers, which may run on other
+                where = Path(self.output_dir) / "engine-weights"  # nodes: output_dir is shared on a cluster
+                if self.accelerator.is_main_process:
+                    where.mkdir(parents=True, exist_ok=True)
+                    save_file(weights, str(where / "model.safetensors"))
+                self.accelerator.wait_for_everyone()
+            else:
+                if self._weights_dir is None:
+                    self._weights_dir = tempfile.TemporaryDirectory(prefix="sculptor-rl-weights-")
+                where = Path(self._weights_dir.name)
+                save_file(weights, str(where / "model.safetensors"))
+            self.engine.reload_weights(str(where))
+        self.synced_step = step
 
 
 def check_vllm_version() -> None:
