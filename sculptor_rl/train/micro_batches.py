@@ -42,13 +42,15 @@ def split_balanced(lengths: list[int], parts: int) -> list[list[int]]:
     return bins
 
 
-def round_samples(trajs, advantages: list[float]) -> tuple[list[Sample], list[float]]:
-    """A round's trainable samples (Algorithm 1, trimmed) and each one's advantage, its rollout's."""
+def round_samples(trajs, advantages: list[float], policy_version: int | None = None
+                  ) -> tuple[list[Sample], list[float]]:
+    """A round's trainable samples (Algorithm 1, trimmed) and each one's advantage, its rollout's;
+    `policy_version`: the optimizer step whose weights generated the round."""
     samples, sample_adv = [], []
     for k, (traj, adv) in enumerate(zip(trajs, advantages)):
         for s in build_samples(traj):
             if any(s.loss_mask):  # the rollout's index keeps its id unique in the round (a task drawn twice)
-                samples.append(replace(trim(s), rollout_id=f"{k}:{s.rollout_id}"))
+                samples.append(replace(trim(s), rollout_id=f"{k}:{s.rollout_id}", policy_version=policy_version))
                 sample_adv.append(adv)
     return samples, sample_adv
 

@@ -35,7 +35,18 @@ Choices, briefly:
   gradient_accumulation_steps`, `num_iterations == 1`, the default) the policy has not moved, so the old
   logprobs are the current ones detached (ratio exactly 1, as in TRL). Otherwise they are recomputed with the
   trainer's model before the first update. The engine's logprobs (bf16 vLLM) are never used in the ratio: their
-  mismatch alone would exceed GSPO's 3e-4 clip range; it is logged as `sampling/logp_diff`.
+  mismatch alone would exceed GSPO's 3e-4 clip range; it is logged as `sampling/logp_diff` (overlapped rounds
+  use them only in the truncated behaviour weight, below).
+- Overlapped rounds (`max_staleness` > 0, `overlap`): a producer thread generates the next rounds on an engine
+  in its own processes (Ray workers, a vLLM server) while the trainer steps, by weights at most `max_staleness`
+  optimizer steps old (each sample records the step that made it; an older round is dropped). After each step
+  the trainer publishes its weights and goes on; the engine takes them between rounds (`weight_sync.
+  PublishedWeights`). The loss weights each token by the truncated importance ratio of the trainer's old policy
+  to the engine's (`loss.behaviour_weights`, TRL's `vllm_importance_sampling_mode` and `_clip_min` / `_clip_max`,
+  logged as importance_weight/*). A colocated engine (vLLM in this process, `hf`) keeps the synchronous rounds:
+  `check_config` refuses max_staleness > 0 there, and with memory_updates (a round's snapshot needs every earlier
+  round). Logged per step: staleness/<k> (the share of samples k steps old), staleness/dropped_groups,
+  time/trainer_idle_s (waiting for a round) and time/engine_idle_s (synchronous rounds too).
 - A step with no signal (every group tied, beta 0: a zero gradient) is dropped (`skip_empty_updates`): AdamW would
   still move every weight along its momentum.
 - Weight sync (`weight_sync`): a colocated GPU engine takes the parameters in memory, TRL's way (one at a time,
@@ -65,8 +76,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -92,12 +106,13 @@ from . import heap
 from .checkpoints import fit, last_checkpoint, save_final
 from .curves import CurvesCallback
 from .lora import peft_config
-from .loss import lm_loss, policy_loss
+from .loss import behaviour_weights, lm_loss, policy_loss
 from .micro_batches import group_advantages, micro_batches, round_samples
 from .rl_config import SculptorGRPOConfig, check_config, validate
 from .sft import check_process_group
 from .shared_prefix import token_logprobs
-from .weight_sync import EngineSync, check_vllm_version, sync_method
+from .overlap import RoundProducer
+from .weight_sync import EngineSync, PublishedWeights, check_vllm_version, sync_method
 
 log = logging.getLogger(__name__)
 MEMORY_FILE = "memory.jsonl"  # a checkpoint's copy of the memory store (memory_updates)
@@ -140,6 +155,13 @@ class SculptorGRPOTrainer(GRPOTrainer):
                                       self.accelerator, self._dist, args.output_dir, self.vllm_generation,
                                       synced_step=None if engine is not None else 0)  # a given engine: other weights
         log.info("weight sync to the %s engine: %s", args.engine, self.weight_sync.method)
+        self._published = self._producer = None  # overlapped rounds (max_staleness > 0): `overlap`
+        if args.max_staleness:
+            if self.weight_sync.method == "server" and self.world > 1:  # see `weight_sync.PublishedWeights`
+                raise ValueError("max_staleness > 0 in server mode takes one training process: the other ranks' "
+                                 "requests would run while the main rank pushes weights")
+            self._published = PublishedWeights(self.weight_sync, keep=args.max_staleness + 2)
+        self._engine_free_since = None  # synchronous rounds: when the engine finished its last round
         self._rollout_time = 0.0  # spent preparing inputs in the current micro-step (not training)
         self._train_time = 0.0
         self._step_signal: list[bool] = []  # per optimizer step of the round: any gradient at all (skip_empty_updates)
@@ -237,7 +259,12 @@ class SculptorGRPOTrainer(GRPOTrainer):
             else:
                 log.warning("%s holds no memory store (saved without memory_updates?): going on from %s",
                             resume_from_checkpoint, self.args.environment_params["memory"])
-        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        try:
+            return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        finally:
+            if self._producer is not None:  # its round in progress finishes: the engine may be closed after
+                self._producer.close()
+                self._producer = None
 
     # ---- one generation round ----
 
@@ -246,7 +273,8 @@ class SculptorGRPOTrainer(GRPOTrainer):
             raise NotImplementedError("evaluate checkpoints with `sculptor-rl eval`")
         start = time.perf_counter()
         if self._step % (self.args.steps_per_generation * self.num_iterations) == 0 or self._buffered_inputs is None:
-            self._buffered_inputs = self._generate_round(rows)
+            self._buffered_inputs = (self._overlapped_round(rows) if self.args.max_staleness else
+                                     self._generate_round(rows))
         self._rollout_time = time.perf_counter() - start
         return self._buffered_inputs[self._step % self.args.steps_per_generation]
 
@@ -259,16 +287,64 @@ class SculptorGRPOTrainer(GRPOTrainer):
         return [json.loads(grp[0]["record"]) for grp in groups]
 
     def _generate_round(self, rows) -> list[dict]:
-        args, device = self.args, self.accelerator.device
+        """Synchronous rounds: the engine gets the current weights, generates the round, then the trainer trains."""
         t0 = time.perf_counter()
         self.sync_engine()
         t1 = time.perf_counter()
+        tasks, trajs, held = self._rollouts(rows, self.state.global_step)
+        t2 = time.perf_counter()
+        seconds = {"weight_sync": t1 - t0, "generation": t2 - t1, "trainer_idle": t2 - t1}
+        if self._engine_free_since is not None:
+            seconds["engine_idle"] = t1 - self._engine_free_since  # training and the weight sync
+        self._engine_free_since = t2
+        return self._round_inputs(tasks, trajs, held, self.weight_sync.synced_step, seconds)
+
+    def _overlapped_round(self, rows) -> list[dict]:
+        """Overlapped rounds (`overlap`): the weights of this step published, the producer's round for it taken."""
+        step = self.state.global_step
+        t0 = time.perf_counter()
+        if step > self._published.published_step:
+            self._published.publish(self.model, step)
+        t1 = time.perf_counter()
+        if self._producer is None:
+            batches = self._generation_batches(self.get_train_dataloader(), step)  # the loader made here, not
+            self._producer = RoundProducer(self._produce, batches, step,  # in the producer's thread
+                                           self.args.max_staleness, self._published).start()
+        got, dropped, waited = self._producer.next_round(step)
+        tasks, trajs, held = got.result
+        if [t["id"] for t in tasks] != [t["id"] for t in self._local_tasks(rows)]:
+            log.warning("round %d: the producer's tasks differ from the trainer's batch (its dataloader copy "
+                        "drew others); training on the producer's", step)
+        self._metrics["train"]["staleness/dropped_groups"].append(float(dropped))
+        return self._round_inputs(tasks, trajs, held, got.version,
+                                  {"weight_sync": t1 - t0, "generation": got.generation_s, "trainer_idle": waited,
+                                   "engine_idle": got.engine_idle_s})
+
+    def _produce(self, rows, index: int) -> tuple[tuple, int]:
+        """The producer's round `index` (in its thread) and its number of task groups."""
+        tasks, trajs, held = self._rollouts(rows, index)
+        return (tasks, trajs, held), len(tasks)
+
+    def _generation_batches(self, loader, first: int) -> Iterator:
+        """The generation batches of `loader`, a copy of the trainer's dataloader (its sampler seeded alike), from
+        round `first` on; TRL's sampler yields each one `steps_per_generation` times in a row."""
+        repeat, index = self.args.steps_per_generation, 0
+        while True:
+            for i, rows in enumerate(loader):
+                if i % repeat == 0:
+                    if index >= first:
+                        yield rows
+                    index += 1
+
+    def _rollouts(self, rows, step: int) -> tuple[list[dict], list, list[str]]:
+        """The round's tasks, their rollouts (`num_generations` each) and the environment's own tools (for the
+        log), generated for optimizer step `step`; with memory_updates, the round's memory update too."""
+        args = self.args
         tasks = self._local_tasks(rows)
         params = args.environment_params
         if self.memory is not None:  # every rollout of the round, each group's alike, reads this one snapshot
             params = {**params, "memory": self._memory_snapshot()}
-        make_env = make_env_factory(args.environment, params,
-                                    seed=hash((args.seed, self.state.global_step, self.rank)) % 2**31,
+        make_env = make_env_factory(args.environment, params, seed=hash((args.seed, step, self.rank)) % 2**31,
                                     reward=RewardConfig.of(args), tokenizer=self.processing_class)
 
         def rollouts():
@@ -294,17 +370,31 @@ class SculptorGRPOTrainer(GRPOTrainer):
                 self.engine.sleep()
         if self.memory is not None:
             self._grow_memory(entries)
-        t2 = time.perf_counter()
+        held = [t["function"]["name"] for t in make_env(tasks[0], 0).tools]  # the env's own tools, for the log
+        return tasks, trajs, held
 
+    def _round_inputs(self, tasks, trajs, held: list[str], version: int | None, seconds: dict[str, float]
+                      ) -> list[dict]:
+        """The round's micro-batches on the device: advantages, samples (generated by the weights of optimizer
+        step `version`), micro-batches, old and reference logprobs; the round logged with its `seconds`."""
+        args, device = self.args, self.accelerator.device
+        t2 = time.perf_counter()
         rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)  # the environments' (Env.reward)
         std = args.scale_rewards
         if std == "batch":  # the std over every rank's rollouts
             std = self.accelerator.gather(rewards.to(device)).std().item()
         advantages = group_advantages(rewards, self.num_generations, std)
-        samples, sample_adv = round_samples(trajs, advantages.tolist())
+        samples, sample_adv = round_samples(trajs, advantages.tolist(), version)
         if not samples:
             raise RuntimeError("no rollout produced a trainable completion (are the task prompts longer than "
                                "max_context_tokens or the engine's max_model_len?)")
+        if args.max_staleness:
+            if any(s.logprobs is None for s in samples):
+                raise RuntimeError("max_staleness > 0 corrects with the engine's logprobs, and this engine "
+                                   "returned none")
+            ages = Counter(self.state.global_step - s.policy_version for s in samples)
+            for age in range(args.max_staleness + 1):  # the share of the step's samples that are `age` steps old
+                self._metrics["train"][f"staleness/{age}"].append(ages[age] / len(samples))
         batches = self._micro_batches(samples, sample_adv)
         t3 = time.perf_counter()
         self._add_reference_logps(batches)
@@ -314,9 +404,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
             out = Path(args.output_dir) / "rollouts" / f"step-{self.state.global_step + 1:06d}.rank{self.rank}.jsonl"
             out.parent.mkdir(parents=True, exist_ok=True)
             write_trajectories(trajs, out)
-        held = [t["function"]["name"] for t in make_env(tasks[0], 0).tools]  # the env's own tools, for the log
-        self._log_round(trajs, len(samples), held,
-                        {"weight_sync": t1 - t0, "generation": t2 - t1, "scoring": t3 - t2, "training": t4 - t3})
+        self._log_round(trajs, len(samples), held, {**seconds, "scoring": t3 - t2, "training": t4 - t3})
         return [{k: v.to(device) if torch.is_tensor(v) else v for k, v in b.items()} for b in batches]
 
     def _micro_batches(self, samples: list[Sample], advantages: list[float]) -> list[dict]:
@@ -363,20 +451,33 @@ class SculptorGRPOTrainer(GRPOTrainer):
         args, adv = self.args, inputs["advantages"]
         logps, mask, entropy = self._logps(model, inputs)
         old = inputs.get("old_logps")
+        ref = logps.detach() if old is None else old  # the policy before this step's update
+        weights = None
+        if args.max_staleness and "sampling_logps" in inputs:  # the engine's older policy made the samples
+            weights = behaviour_weights(ref, inputs["sampling_logps"], mask, args.vllm_importance_sampling_mode,
+                                        args.vllm_importance_sampling_clip_min, args.vllm_importance_sampling_clip_max)
         loss, stats = policy_loss(
             logps, logps.detach() if old is None else old, adv, mask, level=self.importance_sampling_level,
             loss_type=self.loss_type, epsilon_low=self.epsilon_low, epsilon_high=self.epsilon_high,
             rollout_ids=inputs["rollout_ids"], loss_weighting=args.loss_weighting,
             num_samples=inputs["num_samples"], num_rollouts=inputs["num_rollouts"], num_tokens=inputs["num_tokens"],
-            beta=self.beta, ref_logps=inputs.get("ref_logps"), bias_correction_kl=args.use_bias_correction_kl)
+            beta=self.beta, ref_logps=inputs.get("ref_logps"), bias_correction_kl=args.use_bias_correction_kl,
+            importance_weights=weights)
         if args.lm_coef:
             lm = lm_loss(logps, adv, mask, num_tokens=inputs["num_lm_tokens"])
             loss = loss + args.lm_coef * lm
             stats["lm_loss"] = lm_loss(logps.detach(), adv, mask)  # this micro-batch's mean NLL
         tokens = mask.sum().clamp(min=1.0)
         stats["entropy"] = (entropy * mask).sum() / tokens
+        if weights is not None:  # per trained token; truncated: the share the cap or the mask changed
+            raw = behaviour_weights(ref, inputs["sampling_logps"], mask, args.vllm_importance_sampling_mode, None,
+                                    math.inf)
+            full, on = weights.expand_as(mask), mask.bool()
+            stats["importance_weight/mean"] = (full * mask).sum() / tokens
+            stats["importance_weight/min"] = full[on].min() if on.any() else torch.tensor(1.0)
+            stats["importance_weight/max"] = full[on].max() if on.any() else torch.tensor(1.0)
+            stats["importance_weight/truncated_frac"] = ((full != raw.expand_as(mask)) * mask).sum() / tokens
         if "sampling_logps" in inputs:  # trainer vs engine on the same tokens, before this step's update
-            ref = logps.detach() if old is None else old
             stats["sampling/logp_diff"] = ((ref - inputs["sampling_logps"]).abs() * mask).sum() / tokens
         for name, value in stats.items():
             self._metrics["train"][name].append(float(value))
