@@ -108,10 +108,10 @@ from .curves import CurvesCallback
 from .lora import peft_config
 from .loss import behaviour_weights, lm_loss, policy_loss
 from .micro_batches import group_advantages, micro_batches, round_samples
+from .overlap import RoundProducer
 from .rl_config import SculptorGRPOConfig, check_config, validate
 from .sft import check_process_group
 from .shared_prefix import token_logprobs
-from .overlap import RoundProducer
 from .weight_sync import EngineSync, PublishedWeights, check_vllm_version, sync_method
 
 log = logging.getLogger(__name__)
