@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def saved_round(path: Path, num_generations: int):
     """The trainer's samples and per-sample advantages of one saved round (`_generate_round`'s cut)."""
-    from sculptor_rl.train.rl import group_advantages, round_samples
+    from sculptor_rl.train.micro_batches import group_advantages, round_samples
     from sculptor_rl.trajectory import read_trajectories
 
     trajs = list(read_trajectories(path))

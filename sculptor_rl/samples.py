@@ -41,6 +41,7 @@ class Sample:
     logprobs: list[float] | None  # the engine's logprobs, aligned with input_ids (0.0 off the mask); RL's old logp
     reward: float = 0.0
     tokenizer: dict = field(default_factory=dict)  # what made the ids (`ChatFormat.provenance`: name, hash)
+    policy_version: int | None = None  # RL: the optimizer step whose weights generated it (staleness)
 
 
 def trim(sample: Sample) -> Sample:

@@ -305,7 +305,8 @@ def train_rank(job: str, argv: list[str]):
     from trl import TrlParser
 
     if job == "sft":
-        from sculptor_rl.train.sft import SculptorSFTConfig, build_trainer, save_final
+        from sculptor_rl.train.checkpoints import save_final
+        from sculptor_rl.train.sft import SculptorSFTConfig, build_trainer
 
         (cfg,) = TrlParser((SculptorSFTConfig,)).parse_args_and_config(argv)
         trainer = build_trainer(cfg)

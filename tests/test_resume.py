@@ -170,14 +170,14 @@ def test_rollout_to_file_redoes_an_unfinished_chunk_and_matches_a_straight_run(t
 
 def test_training_resumes_from_the_last_whole_checkpoint(tmp_path):
     """A kill during a save leaves a checkpoint without (or with a torn) trainer_state.json, written last."""
-    from sculptor_rl.train.sft import _last_checkpoint
+    from sculptor_rl.train.checkpoints import last_checkpoint
 
-    assert _last_checkpoint(str(tmp_path / "none")) is None
+    assert last_checkpoint(str(tmp_path / "none")) is None
     for step, state in [(1, '{"global_step": 1}'), (2, '{"global_step": 2}'), (10, '{"global_st'), (11, None)]:
         (tmp_path / f"checkpoint-{step}").mkdir()
         if state is not None:
             (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text(state)
-    assert _last_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint-2")
+    assert last_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint-2")
 
 
 # ---- each long job killed for real ----

@@ -9,7 +9,8 @@ import torch
 from sculptor_rl.samples import Sample
 from sculptor_rl.train.loss import lm_loss, policy_loss
 from sculptor_rl.train.masked_lm import kept_positions
-from sculptor_rl.train.rl import SculptorGRPOConfig, SculptorGRPOTrainer, collate, group_advantages
+from sculptor_rl.train.micro_batches import collate, group_advantages
+from sculptor_rl.train.rl import SculptorGRPOConfig, SculptorGRPOTrainer
 
 EPS_LOW, EPS_HIGH = 0.02, 0.03  # small enough that the fixed ratios below get clipped both ways
 

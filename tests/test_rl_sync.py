@@ -28,7 +28,7 @@ def test_lora_weights_are_merged_under_checkpoint_names(fmt, tmp_path):
     ids = torch.tensor([[5, 6, 7, 8]])
     before = model(input_ids=ids).logits
     merged = copy.deepcopy(model).merge_and_unload()
-    weights = trainer.engine_weights()
+    weights = trainer.weight_sync.weights(trainer.model)
     assert list(weights) == base_names
     assert all(torch.equal(weights[n], p.to(torch.bfloat16)) for n, p in merged.named_parameters())
     assert not torch.equal(weights["model.layers.0.self_attn.q_proj.weight"],

@@ -5,12 +5,13 @@ import pytest
 import torch
 from test_vllm_rollouts import rescore
 
-from sculptor_rl.envs.acm import AcmEnv
+from sculptor_rl.envs.acm.env import AcmEnv
 from sculptor_rl.envs import register_env
 from sculptor_rl.samples import Sample
 from sculptor_rl.envs.tasks import generate, render_answer
 from sculptor_rl.jsonl import write_jsonl
-from sculptor_rl.train.rl import SculptorGRPOConfig, build_trainer, collate
+from sculptor_rl.train.micro_batches import collate
+from sculptor_rl.train.rl import SculptorGRPOConfig, build_trainer
 
 
 @register_env

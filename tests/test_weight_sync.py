@@ -59,7 +59,7 @@ def test_in_memory_sync_hands_over_the_trainers_own_tensors(fmt, tmp_path):
     engine = InMemoryEngine()
     trainer = SculptorGRPOTrainer(AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32), cfg, [task],
                                   fmt.tokenizer, fmt, engine=engine)
-    assert trainer.sync == "in-memory"
+    assert trainer.weight_sync.method == "in-memory"
     trainer.sync_engine()
     params = dict(trainer.model.named_parameters())
     assert [n for n, _ in engine.loaded] == list(params)

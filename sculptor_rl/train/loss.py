@@ -26,6 +26,16 @@ is eq. 1's mean over rollouts. "per-sample" (the default, TRL's unit) counts eac
 a rollout with more context changes more weight. "per-rollout" takes loss_type "grpo" (a mean per rollout);
 "dapo" already counts every token once.
 
+Behaviour-policy correction (overlapped rounds, `max_staleness` > 0): the tokens were sampled by the engine at
+an older policy version μ, not by π_old, so each token's term (before the KL term, as TRL) is multiplied by the
+truncated importance weight of TRL's `vllm_importance_sampling_mode` (`behaviour_weights`), with μ the engine's
+logprobs and C_min, C_max TRL's `vllm_importance_sampling_clip_min` / `_max`:
+    token_truncate:     w_it = clamp(exp(old_it - μ_it), C_min, C_max)
+    sequence_truncate:  w_i  = clamp(exp(Σ_t m_it (old_it - μ_it)), C_min, C_max)
+    token_mask / sequence_mask: the same ratios, set to 0 outside [C_min, C_max] instead of clamped.
+Truncation bounds the variance a stale or mismatched token can add (Yao et al. 2025, "truncated importance
+sampling"); the weights are constants (no gradient through them).
+
 KL_it is TRL's k3 estimator exp(ref - logp) - (ref - logp) - 1 (times r when `bias_correction_kl`, as TRL
 does). The LM term is next-token NLL on the trained tokens of samples with a positive advantage (rollouts that
 beat their group): behaviour cloning of the better rollouts, which keeps the policy close to well-formed tool
@@ -44,13 +54,17 @@ pass, an extra forward of the whole step. Otherwise every sample is its own term
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-__all__ = ["policy_loss", "lm_loss", "LOSS_TYPES", "LOSS_WEIGHTINGS", "IMPORTANCE_SAMPLING_LEVELS"]
+__all__ = ["policy_loss", "lm_loss", "behaviour_weights", "LOSS_TYPES", "LOSS_WEIGHTINGS", "IMPORTANCE_SAMPLING_LEVELS",
+           "BEHAVIOUR_CORRECTIONS"]
 
 LOSS_TYPES = ("grpo", "dapo")
 LOSS_WEIGHTINGS = ("per-sample", "per-rollout")
 IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence", "rollout")
+BEHAVIOUR_CORRECTIONS = ("token_truncate", "sequence_truncate", "token_mask", "sequence_mask")  # TRL's modes
 
 
 def policy_loss(
@@ -71,8 +85,10 @@ def policy_loss(
     beta: float = 0.0,
     ref_logps: torch.Tensor | None = None,
     bias_correction_kl: bool = True,
+    importance_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """The clipped surrogate loss (to minimize) and detached statistics for logging.
+    """The clipped surrogate loss (to minimize) and detached statistics for logging. `importance_weights`: the
+    behaviour-policy correction (`behaviour_weights`, broadcast to `[B, k]`), None for on-policy samples.
 
     `num_samples` / `num_rollouts` / `num_tokens` are the normalizers (defaults: this batch's own counts of
     samples with a trained token, of rollouts with one, and of trained tokens)."""
@@ -105,6 +121,8 @@ def policy_loss(
     ratio = torch.exp(log_w)
     clipped = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
     per_token = -torch.min(ratio * adv, clipped * adv)
+    if importance_weights is not None:
+        per_token = per_token * importance_weights
     if beta:
         if ref_logps is None:
             raise ValueError("beta > 0 needs the reference model's logprobs")
@@ -134,6 +152,21 @@ def policy_loss(
         if beta:
             stats["kl"] = (kl * mask).sum() / tokens
     return loss, stats
+
+
+def behaviour_weights(old_logps: torch.Tensor, sampling_logps: torch.Tensor, mask: torch.Tensor, mode: str,
+                      clip_min: float | None, clip_max: float | None) -> torch.Tensor:
+    """Truncated (or masked) importance weights π_old / μ of the module docstring, `[B, k]` (token modes) or `[B, 1]`
+    (sequence modes), detached. A position whose engine logprob is NaN gets ratio 1, as in TRL."""
+    if mode not in BEHAVIOUR_CORRECTIONS:
+        raise ValueError(f"vllm_importance_sampling_mode must be one of {BEHAVIOUR_CORRECTIONS}, got {mode!r}")
+    diff = torch.nan_to_num((old_logps.detach() - sampling_logps) * mask.to(old_logps.dtype), nan=0.0)
+    ratio = torch.exp(diff.sum(-1, keepdim=True) if mode.startswith("sequence") else diff)
+    if mode.endswith("truncate"):
+        return torch.clamp(ratio, min=clip_min, max=clip_max)
+    low = -math.inf if clip_min is None else clip_min
+    high = math.inf if clip_max is None else clip_max
+    return ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
 
 
 def lm_loss(logps: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,

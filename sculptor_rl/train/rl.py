@@ -4,8 +4,10 @@
     sculptor-rl rl validate --config configs/acm/rl_qwen3_8b_gspo.yaml      # dry run: checks and prints the plan
     accelerate launch --config_file configs/accelerate/zero3.yaml -m sculptor_rl.train.rl --config ...
 
-The config, its checks and the plan `validate` prints are in `sculptor_rl.train.rl_config`; this module is the
-trainer, `build_trainer`, `train` and the command's `main`.
+This module is the trainer (one generation round after another, the loss, time accounting and logging),
+`build_trainer`, `train` and the command's `main`. The other jobs have a file each: the config, its checks and
+the plan `validate` prints (`rl_config`), a round's rollouts as micro-batches (`micro_batches`), the loss
+(`loss`), the engine's weights (`weight_sync`), checkpoints and resume (`checkpoints`).
 
 One generation round (every `steps_per_generation` micro-steps, TRL's cadence and sampler):
 1. the rank's prompts are whole groups of `num_generations` copies of a task; each copy is one rollout of the
@@ -33,7 +35,18 @@ Choices, briefly:
   gradient_accumulation_steps`, `num_iterations == 1`, the default) the policy has not moved, so the old
   logprobs are the current ones detached (ratio exactly 1, as in TRL). Otherwise they are recomputed with the
   trainer's model before the first update. The engine's logprobs (bf16 vLLM) are never used in the ratio: their
-  mismatch alone would exceed GSPO's 3e-4 clip range; it is logged as `sampling/logp_diff`.
+  mismatch alone would exceed GSPO's 3e-4 clip range; it is logged as `sampling/logp_diff` (overlapped rounds
+  use them only in the truncated behaviour weight, below).
+- Overlapped rounds (`max_staleness` > 0, `overlap`): a producer thread generates the next rounds on an engine
+  in its own processes (Ray workers, a vLLM server) while the trainer steps, by weights at most `max_staleness`
+  optimizer steps old (each sample records the step that made it; an older round is dropped). After each step
+  the trainer publishes its weights and goes on; the engine takes them between rounds (`weight_sync.
+  PublishedWeights`). The loss weights each token by the truncated importance ratio of the trainer's old policy
+  to the engine's (`loss.behaviour_weights`, TRL's `vllm_importance_sampling_mode` and `_clip_min` / `_clip_max`,
+  logged as importance_weight/*). A colocated engine (vLLM in this process, `hf`) keeps the synchronous rounds:
+  `check_config` refuses max_staleness > 0 there, and with memory_updates (a round's snapshot needs every earlier
+  round). Logged per step: staleness/<k> (the share of samples k steps old), staleness/dropped_groups,
+  time/trainer_idle_s (waiting for a round) and time/engine_idle_s (synchronous rounds too).
 - A step with no signal (every group tied, beta 0: a zero gradient) is dropped (`skip_empty_updates`): AdamW would
   still move every weight along its momentum.
 - Weight sync (`weight_sync`): a colocated GPU engine takes the parameters in memory, TRL's way (one at a time,
@@ -63,9 +76,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
-import tempfile
 import time
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -84,18 +99,20 @@ from ..envs.llm import policy_llm
 from ..memory import MemoryStore
 from ..metrics import summarize
 from ..models import resolve_model
-from ..samples import Sample, build_samples, trim
+from ..samples import Sample
 from ..envs.tasks import load_tasks
 from ..trajectory import write_trajectories
 from . import heap
+from .checkpoints import fit, last_checkpoint, save_final
 from .curves import CurvesCallback
 from .lora import peft_config
-from .loss import lm_loss, policy_loss
-from .masked_lm import kept_positions
+from .loss import behaviour_weights, lm_loss, policy_loss
+from .micro_batches import group_advantages, micro_batches, round_samples
+from .overlap import RoundProducer
 from .rl_config import SculptorGRPOConfig, check_config, validate
-from .sft import _last_checkpoint, check_process_group, fit, save_final
-from .shared_prefix import pack, token_logprobs
-from .weight_sync import check_vllm_version, named_weights, server_update, sync_method
+from .sft import check_process_group
+from .shared_prefix import token_logprobs
+from .weight_sync import EngineSync, PublishedWeights, check_vllm_version, sync_method
 
 log = logging.getLogger(__name__)
 MEMORY_FILE = "memory.jsonl"  # a checkpoint's copy of the memory store (memory_updates)
@@ -106,66 +123,6 @@ def env_reward(trajectories, **kwargs) -> list[float]:
     it in the loop (computed once; the trainer reads `Trajectory.reward`). Another reward: an environment whose
     `reward` hook computes it (`sculptor_rl.envs`)."""
     return [t.reward for t in trajectories]
-
-
-def group_advantages(rewards: torch.Tensor, num_generations: int, std: str | float = "group") -> torch.Tensor:
-    """(r - mean of its group) / (std + 1e-4), rewards grouped as consecutive runs of `num_generations`.
-    `std`: "group" (each group's), "none" (no division) or a number (TRL's "batch": the std of all rollouts)."""
-    grouped = rewards.view(-1, num_generations)
-    same = (grouped == grouped[:, :1]).all(dim=1, keepdim=True)  # exactly 0, not the mean's rounding (2/3 x 8)
-    centered = (grouped - grouped.mean(dim=1, keepdim=True)).masked_fill(same, 0.0).view(-1)
-    if std == "none":
-        return centered
-    if std == "group":
-        std = grouped.std(dim=1).repeat_interleave(num_generations)
-    return centered / (std + 1e-4)
-
-
-def split_balanced(lengths: list[int], parts: int) -> list[list[int]]:
-    """Indices split into `parts` lists of about equal total length (longest first, each to the lightest part)."""
-    bins: list[list[int]] = [[] for _ in range(parts)]
-    loads = [0] * parts
-    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
-        k = loads.index(min(loads))
-        bins[k].append(i)
-        loads[k] += lengths[i]
-    return bins
-
-
-def round_samples(trajs, advantages: list[float]) -> tuple[list[Sample], list[float]]:
-    """A round's trainable samples (Algorithm 1, trimmed) and each one's advantage, its rollout's."""
-    samples, sample_adv = [], []
-    for k, (traj, adv) in enumerate(zip(trajs, advantages)):
-        for s in build_samples(traj):
-            if any(s.loss_mask):  # the rollout's index keeps its id unique in the round (a task drawn twice)
-                samples.append(replace(trim(s), rollout_id=f"{k}:{s.rollout_id}"))
-                sample_adv.append(adv)
-    return samples, sample_adv
-
-
-def collate(samples: list[Sample], advantages: list[float], pad_id: int) -> dict[str, torch.Tensor]:
-    """A right-padded micro-batch; `labels` are the input ids where the loss mask is 1, -100 elsewhere, and
-    `rollout_ids` number the samples' rollouts (equal for samples of one rollout).
-    Per-token tensors (`sampling_logps`: the engine's; later `old_logps`, `ref_logps`) are `[B, k]` at the
-    `kept_positions`, the layout of `masked_token_logprobs`."""
-    width = max(len(s.input_ids) for s in samples)
-    ids = torch.full((len(samples), width), pad_id, dtype=torch.long)
-    attention = torch.zeros_like(ids)
-    labels = torch.full_like(ids, -100)
-    engine_lp = torch.zeros(len(samples), width)
-    for row, s in enumerate(samples):
-        n = len(s.input_ids)
-        ids[row, :n], attention[row, :n] = torch.tensor(s.input_ids), 1
-        labels[row, :n] = torch.where(torch.tensor(s.loss_mask).bool(), ids[row, :n], -100)
-        if s.logprobs is not None:
-            engine_lp[row, :n] = torch.tensor(s.logprobs)
-    rollout_index = {r: k for k, r in enumerate(dict.fromkeys(s.rollout_id for s in samples))}
-    batch = {"input_ids": ids, "attention_mask": attention, "labels": labels,
-             "advantages": torch.tensor(advantages, dtype=torch.float32),
-             "rollout_ids": torch.tensor([rollout_index[s.rollout_id] for s in samples])}
-    if all(s.logprobs is not None for s in samples):
-        batch["sampling_logps"] = engine_lp[:, kept_positions(labels) + 1]
-    return batch
 
 
 class SculptorGRPOTrainer(GRPOTrainer):
@@ -194,10 +151,17 @@ class SculptorGRPOTrainer(GRPOTrainer):
                                        top_k=args.top_k if args.top_k > 0 else -1, seed=args.seed + self.rank)
         self.vllm_generation = None  # server mode: TRL's weight sync
         self.engine = engine if engine is not None else self._make_engine()
-        self.sync = sync_method(args.engine, args.vllm_mode, self.engine)  # how the engine gets new weights
-        log.info("weight sync to the %s engine: %s", args.engine, self.sync)
-        self._weights_dir = None  # colocated engine: where this rank saves the weights it reloads
-        self._synced_step = None if engine is not None else 0  # a given engine may hold other weights
+        self.weight_sync = EngineSync(sync_method(args.engine, args.vllm_mode, self.engine), self.engine,
+                                      self.accelerator, self._dist, args.output_dir, self.vllm_generation,
+                                      synced_step=None if engine is not None else 0)  # a given engine: other weights
+        log.info("weight sync to the %s engine: %s", args.engine, self.weight_sync.method)
+        self._published = self._producer = None  # overlapped rounds (max_staleness > 0): `overlap`
+        if args.max_staleness:
+            if self.weight_sync.method == "server" and self.world > 1:  # see `weight_sync.PublishedWeights`
+                raise ValueError("max_staleness > 0 in server mode takes one training process: the other ranks' "
+                                 "requests would run while the main rank pushes weights")
+            self._published = PublishedWeights(self.weight_sync, keep=args.max_staleness + 2)
+        self._engine_free_since = None  # synchronous rounds: when the engine finished its last round
         self._rollout_time = 0.0  # spent preparing inputs in the current micro-step (not training)
         self._train_time = 0.0
         self._step_signal: list[bool] = []  # per optimizer step of the round: any gradient at all (skip_empty_updates)
@@ -254,40 +218,9 @@ class SculptorGRPOTrainer(GRPOTrainer):
         return make_engine(args.engine, self.model.name_or_path, fmt, self.sampling, max_model_len=args.max_model_len,
                            **kwargs)
 
-    def engine_weights(self) -> dict[str, torch.Tensor]:
-        """The weights as a checkpoint names them, copied to CPU in bf16 (`weight_sync.named_weights`: ZeRO-3
-        shards gathered, LoRA merged and unmerged again). A collective under ZeRO-3: every rank calls it."""
-        model = self.accelerator.unwrap_model(self.model)
-        return {name: p.to("cpu", torch.bfloat16, copy=True) for name, p in named_weights(model, self._dist)}
-
     def sync_engine(self) -> None:
-        """Give the engine the trainer's current weights (once per optimizer step, and after sleep mode freed
-        them), by the engine's method (`weight_sync`)."""
-        if self.sync == "none":
-            return
-        if self._synced_step == self.state.global_step and not getattr(self.engine, "weights_asleep", False):
-            return
-        if self.sync == "server":
-            server_update(self.vllm_generation.sync_weights)
-        elif self.sync == "in-memory":
-            self.engine.load_weights(named_weights(self.accelerator.unwrap_model(self.model), self._dist))
-        else:
-            from safetensors.torch import save_file
-
-            weights = self.engine_weights()  # a collective under ZeRO-3
-            if self.sync == "shared-directory":  # one copy for every rank's workers, which may run on other nodes:
-                where = Path(self.args.output_dir) / "engine-weights"  # output_dir is shared on a cluster
-                if self.accelerator.is_main_process:
-                    where.mkdir(parents=True, exist_ok=True)
-                    save_file(weights, str(where / "model.safetensors"))
-                self.accelerator.wait_for_everyone()
-            else:
-                if self._weights_dir is None:
-                    self._weights_dir = tempfile.TemporaryDirectory(prefix="sculptor-rl-weights-")
-                where = Path(self._weights_dir.name)
-                save_file(weights, str(where / "model.safetensors"))
-            self.engine.reload_weights(str(where))
-        self._synced_step = self.state.global_step
+        """Give the engine the trainer's current weights (`weight_sync.EngineSync`)."""
+        self.weight_sync.sync(self.model, self.state.global_step)
 
     # ---- the cross-episode memory (memory_updates) ----
 
@@ -328,7 +261,12 @@ class SculptorGRPOTrainer(GRPOTrainer):
             else:
                 log.warning("%s holds no memory store (saved without memory_updates?): going on from %s",
                             resume_from_checkpoint, self.args.environment_params["memory"])
-        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        try:
+            return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        finally:
+            if self._producer is not None:  # its round in progress finishes: the engine may be closed after
+                self._producer.close()
+                self._producer = None
 
     # ---- one generation round ----
 
@@ -337,7 +275,8 @@ class SculptorGRPOTrainer(GRPOTrainer):
             raise NotImplementedError("evaluate checkpoints with `sculptor-rl eval`")
         start = time.perf_counter()
         if self._step % (self.args.steps_per_generation * self.num_iterations) == 0 or self._buffered_inputs is None:
-            self._buffered_inputs = self._generate_round(rows)
+            self._buffered_inputs = (self._overlapped_round(rows) if self.args.max_staleness else
+                                     self._generate_round(rows))
         self._rollout_time = time.perf_counter() - start
         return self._buffered_inputs[self._step % self.args.steps_per_generation]
 
@@ -350,16 +289,64 @@ class SculptorGRPOTrainer(GRPOTrainer):
         return [json.loads(grp[0]["record"]) for grp in groups]
 
     def _generate_round(self, rows) -> list[dict]:
-        args, device = self.args, self.accelerator.device
+        """Synchronous rounds: the engine gets the current weights, generates the round, then the trainer trains."""
         t0 = time.perf_counter()
         self.sync_engine()
         t1 = time.perf_counter()
+        tasks, trajs, held = self._rollouts(rows, self.state.global_step)
+        t2 = time.perf_counter()
+        seconds = {"weight_sync": t1 - t0, "generation": t2 - t1, "trainer_idle": t2 - t1}
+        if self._engine_free_since is not None:
+            seconds["engine_idle"] = t1 - self._engine_free_since  # training and the weight sync
+        self._engine_free_since = t2
+        return self._round_inputs(tasks, trajs, held, self.weight_sync.synced_step, seconds)
+
+    def _overlapped_round(self, rows) -> list[dict]:
+        """Overlapped rounds (`overlap`): the weights of this step published, the producer's round for it taken."""
+        step = self.state.global_step
+        t0 = time.perf_counter()
+        if step > self._published.published_step:
+            self._published.publish(self.model, step)
+        t1 = time.perf_counter()
+        if self._producer is None:
+            batches = self._generation_batches(self.get_train_dataloader(), step)  # the loader made here, not
+            self._producer = RoundProducer(self._produce, batches, step,  # in the producer's thread
+                                           self.args.max_staleness, self._published).start()
+        got, dropped, waited = self._producer.next_round(step)
+        tasks, trajs, held = got.result
+        if [t["id"] for t in tasks] != [t["id"] for t in self._local_tasks(rows)]:
+            log.warning("round %d: the producer's tasks differ from the trainer's batch (its dataloader copy "
+                        "drew others); training on the producer's", step)
+        self._metrics["train"]["staleness/dropped_groups"].append(float(dropped))
+        return self._round_inputs(tasks, trajs, held, got.version,
+                                  {"weight_sync": t1 - t0, "generation": got.generation_s, "trainer_idle": waited,
+                                   "engine_idle": got.engine_idle_s})
+
+    def _produce(self, rows, index: int) -> tuple[tuple, int]:
+        """The producer's round `index` (in its thread) and its number of task groups."""
+        tasks, trajs, held = self._rollouts(rows, index)
+        return (tasks, trajs, held), len(tasks)
+
+    def _generation_batches(self, loader, first: int) -> Iterator:
+        """The generation batches of `loader`, a copy of the trainer's dataloader (its sampler seeded alike), from
+        round `first` on; TRL's sampler yields each one `steps_per_generation` times in a row."""
+        repeat, index = self.args.steps_per_generation, 0
+        while True:
+            for i, rows in enumerate(loader):
+                if i % repeat == 0:
+                    if index >= first:
+                        yield rows
+                    index += 1
+
+    def _rollouts(self, rows, step: int) -> tuple[list[dict], list, list[str]]:
+        """The round's tasks, their rollouts (`num_generations` each) and the environment's own tools (for the
+        log), generated for optimizer step `step`; with memory_updates, the round's memory update too."""
+        args = self.args
         tasks = self._local_tasks(rows)
         params = args.environment_params
         if self.memory is not None:  # every rollout of the round, each group's alike, reads this one snapshot
             params = {**params, "memory": self._memory_snapshot()}
-        make_env = make_env_factory(args.environment, params,
-                                    seed=hash((args.seed, self.state.global_step, self.rank)) % 2**31,
+        make_env = make_env_factory(args.environment, params, seed=hash((args.seed, step, self.rank)) % 2**31,
                                     reward=RewardConfig.of(args), tokenizer=self.processing_class,
                                     llm=args.llm(self.engine, self.fmt))
 
@@ -386,17 +373,31 @@ class SculptorGRPOTrainer(GRPOTrainer):
                 self.engine.sleep()
         if self.memory is not None:
             self._grow_memory(entries)
-        t2 = time.perf_counter()
+        held = [t["function"]["name"] for t in make_env(tasks[0], 0).tools]  # the env's own tools, for the log
+        return tasks, trajs, held
 
+    def _round_inputs(self, tasks, trajs, held: list[str], version: int | None, seconds: dict[str, float]
+                      ) -> list[dict]:
+        """The round's micro-batches on the device: advantages, samples (generated by the weights of optimizer
+        step `version`), micro-batches, old and reference logprobs; the round logged with its `seconds`."""
+        args, device = self.args, self.accelerator.device
+        t2 = time.perf_counter()
         rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)  # the environments' (Env.reward)
         std = args.scale_rewards
         if std == "batch":  # the std over every rank's rollouts
             std = self.accelerator.gather(rewards.to(device)).std().item()
         advantages = group_advantages(rewards, self.num_generations, std)
-        samples, sample_adv = round_samples(trajs, advantages.tolist())
+        samples, sample_adv = round_samples(trajs, advantages.tolist(), version)
         if not samples:
             raise RuntimeError("no rollout produced a trainable completion (are the task prompts longer than "
                                "max_context_tokens or the engine's max_model_len?)")
+        if args.max_staleness:
+            if any(s.logprobs is None for s in samples):
+                raise RuntimeError("max_staleness > 0 corrects with the engine's logprobs, and this engine "
+                                   "returned none")
+            ages = Counter(self.state.global_step - s.policy_version for s in samples)
+            for age in range(args.max_staleness + 1):  # the share of the step's samples that are `age` steps old
+                self._metrics["train"][f"staleness/{age}"].append(ages[age] / len(samples))
         batches = self._micro_batches(samples, sample_adv)
         t3 = time.perf_counter()
         self._add_reference_logps(batches)
@@ -406,77 +407,16 @@ class SculptorGRPOTrainer(GRPOTrainer):
             out = Path(args.output_dir) / "rollouts" / f"step-{self.state.global_step + 1:06d}.rank{self.rank}.jsonl"
             out.parent.mkdir(parents=True, exist_ok=True)
             write_trajectories(trajs, out)
-        held = [t["function"]["name"] for t in make_env(tasks[0], 0).tools]  # the env's own tools, for the log
-        self._log_round(trajs, len(samples), held,
-                        {"weight_sync": t1 - t0, "generation": t2 - t1, "scoring": t3 - t2, "training": t4 - t3})
+        self._log_round(trajs, len(samples), held, {**seconds, "scoring": t3 - t2, "training": t4 - t3})
         return [{k: v.to(device) if torch.is_tensor(v) else v for k, v in b.items()} for b in batches]
 
     def _micro_batches(self, samples: list[Sample], advantages: list[float]) -> list[dict]:
-        """`steps_per_generation` micro-batches, each normalized by the counts of its optimizer step (all ranks).
-        The rollout-level ratio and the per-rollout weighting sum over all of a rollout's samples (equal
-        `rollout_id`), so with either they stay in one micro-batch (`sculptor_rl.train.loss`); otherwise each
-        sample is its own term and is packed alone, in prefix order: a group's first samples share their whole
-        prompt (a rollout's own samples share only the system turn), and a micro-batch is bounded by
-        `max_tokens_per_batch` whatever a rollout's length. On the long recipe's largest round that computes 34 %
-        fewer tokens than whole rollouts at the same budget, in 0.74x the time (bench/rl_memory.py). A round that
-        needs more micro-batches than `steps_per_generation` is packed by a budget raised in steps of 25 % until
-        it fits.
-        With beta 0 a rollout whose advantage is 0 (its group all scored alike) adds exactly nothing to the loss or
-        its gradients (the policy term is times A, the LM term takes A > 0 only), so when the round is one
-        optimizer step its samples are counted in the normalization but not computed: a round where every group
-        agrees costs no training forward at all."""
-        spg, ga = self.args.steps_per_generation, self.args.gradient_accumulation_steps
-        rollouts: dict[str, list[int]] = {}
-        for i, s in enumerate(samples):
-            rollouts.setdefault(s.rollout_id, []).append(i)
-        members = list(rollouts.values())  # in round order: a group's rollouts are consecutive
-        skipped = []
-        if not self.beta and spg == ga:
-            skipped = [i for m in members if advantages[m[0]] == 0 for i in m]
-            members = [m for m in members if advantages[m[0]] != 0]
-        units = members  # what a micro-batch takes whole: a rollout's samples, or one sample
-        if self.importance_sampling_level != "rollout" and self.args.loss_weighting != "per-rollout":
-            units = sorted(([i] for m in members for i in m), key=lambda u: samples[u[0]].input_ids)
-        budget = self.args.max_tokens_per_batch
-        seqs = [[samples[i].input_ids for i in u] for u in units]
-        packed = pack(seqs, budget, self.args.shared_prefix) if budget and units else []
-        if len(packed) > spg:  # a larger budget keeps the sharing that an even split would lose
-            needed = len(packed)
-            while len(packed) > spg:
-                budget += max(1, budget // 4)  # 25 %, and at least a token: a budget of 1-3 would not grow
-                packed = pack(seqs, budget, self.args.shared_prefix)
-            log.warning("the round's %d %s need %d micro-batches of max_tokens_per_batch=%d tokens, more than "
-                        "steps_per_generation=%d: packed by %d tokens instead", len(units),
-                        "rollouts" if units is members else "samples", needed, self.args.max_tokens_per_batch,
-                        spg, budget)
-        if not packed:
-            packed = split_balanced([sum(len(samples[i].input_ids) for i in u) for u in units], spg)
-        parts = [[i for r in part for i in units[r]] for part in packed] + [[]] * (spg - len(packed))
-        batches = []
-        for idx in parts:
-            if idx:
-                batches.append(collate([samples[i] for i in idx], [advantages[i] for i in idx], self.pad_id))
-            else:  # fewer samples than micro-steps: an untrained token keeps every rank's forward/backward in step
-                first = samples[0]
-                batches.append(collate([replace(first, input_ids=first.input_ids[:1], loss_mask=[0], logprobs=None)],
-                                       [0.0], self.pad_id))
-        counts = []
-        for step in range(spg // ga):  # trained samples, trained tokens, LM tokens (A > 0), rollouts, A != 0
-            idx = [i for part in parts[step * ga : (step + 1) * ga] for i in part] + (skipped if step == 0 else [])
-            idx = [i for i in idx if any(samples[i].loss_mask)]
-            counts += [len(idx), sum(sum(samples[i].loss_mask) for i in idx),
-                       sum(sum(samples[i].loss_mask) for i in idx if advantages[i] > 0),
-                       len({samples[i].rollout_id for i in idx}), sum(advantages[i] != 0 for i in idx)]
-        counts = self.accelerator.reduce(torch.tensor(counts, dtype=torch.float32, device=self.accelerator.device),
-                                         "sum").tolist()
-        for k, b in enumerate(batches):
-            n_samples, n_tokens, n_lm, n_rollouts, _ = counts[5 * (k // ga) : 5 * (k // ga) + 5]
-            w = self.world
-            b.update(num_samples=n_samples / w, num_tokens=n_tokens / w, num_lm_tokens=n_lm / w,
-                     num_rollouts=n_rollouts / w)
-        # with beta 0 a step whose samples (on every rank) all have advantage 0 has a zero gradient
-        self._step_signal = [bool(self.beta) or counts[5 * k + 4] > 0 for k in range(spg // ga)]
-        self._metrics["train"]["frac_samples_skipped"].append(len(skipped) / len(samples))
+        """The round's micro-batches (`micro_batches.micro_batches`); notes which optimizer steps carry a signal."""
+        device = self.accelerator.device
+        batches, self._step_signal, skipped = micro_batches(
+            samples, advantages, self.args, level=self.importance_sampling_level, beta=self.beta, pad_id=self.pad_id,
+            reduce=lambda t: self.accelerator.reduce(t.to(device), "sum"), world=self.world)
+        self._metrics["train"]["frac_samples_skipped"].append(skipped)
         return batches
 
     @property
@@ -514,20 +454,33 @@ class SculptorGRPOTrainer(GRPOTrainer):
         args, adv = self.args, inputs["advantages"]
         logps, mask, entropy = self._logps(model, inputs)
         old = inputs.get("old_logps")
+        ref = logps.detach() if old is None else old  # the policy before this step's update
+        weights = None
+        if args.max_staleness and "sampling_logps" in inputs:  # the engine's older policy made the samples
+            weights = behaviour_weights(ref, inputs["sampling_logps"], mask, args.vllm_importance_sampling_mode,
+                                        args.vllm_importance_sampling_clip_min, args.vllm_importance_sampling_clip_max)
         loss, stats = policy_loss(
             logps, logps.detach() if old is None else old, adv, mask, level=self.importance_sampling_level,
             loss_type=self.loss_type, epsilon_low=self.epsilon_low, epsilon_high=self.epsilon_high,
             rollout_ids=inputs["rollout_ids"], loss_weighting=args.loss_weighting,
             num_samples=inputs["num_samples"], num_rollouts=inputs["num_rollouts"], num_tokens=inputs["num_tokens"],
-            beta=self.beta, ref_logps=inputs.get("ref_logps"), bias_correction_kl=args.use_bias_correction_kl)
+            beta=self.beta, ref_logps=inputs.get("ref_logps"), bias_correction_kl=args.use_bias_correction_kl,
+            importance_weights=weights)
         if args.lm_coef:
             lm = lm_loss(logps, adv, mask, num_tokens=inputs["num_lm_tokens"])
             loss = loss + args.lm_coef * lm
             stats["lm_loss"] = lm_loss(logps.detach(), adv, mask)  # this micro-batch's mean NLL
         tokens = mask.sum().clamp(min=1.0)
         stats["entropy"] = (entropy * mask).sum() / tokens
+        if weights is not None:  # per trained token; truncated: the share the cap or the mask changed
+            raw = behaviour_weights(ref, inputs["sampling_logps"], mask, args.vllm_importance_sampling_mode, None,
+                                    math.inf)
+            full, on = weights.expand_as(mask), mask.bool()
+            stats["importance_weight/mean"] = (full * mask).sum() / tokens
+            stats["importance_weight/min"] = full[on].min() if on.any() else torch.tensor(1.0)
+            stats["importance_weight/max"] = full[on].max() if on.any() else torch.tensor(1.0)
+            stats["importance_weight/truncated_frac"] = ((full != raw.expand_as(mask)) * mask).sum() / tokens
         if "sampling_logps" in inputs:  # trainer vs engine on the same tokens, before this step's update
-            ref = logps.detach() if old is None else old
             stats["sampling/logp_diff"] = ((ref - inputs["sampling_logps"]).abs() * mask).sum() / tokens
         for name, value in stats.items():
             self._metrics["train"][name].append(float(value))
@@ -620,10 +573,10 @@ def build_trainer(cfg: SculptorGRPOConfig, engine=None) -> SculptorGRPOTrainer:
 
 def train(cfg: SculptorGRPOConfig, engine=None) -> Path:
     trainer = build_trainer(cfg, engine)
-    resume = _last_checkpoint(cfg.output_dir) if cfg.resume_from_checkpoint is None else cfg.resume_from_checkpoint
+    resume = last_checkpoint(cfg.output_dir) if cfg.resume_from_checkpoint is None else cfg.resume_from_checkpoint
     if resume:
         log.info("resuming from %s", resume)
-        trainer._synced_step = None  # the engine holds the initial weights, not the checkpoint's
+        trainer.weight_sync.synced_step = None  # the engine holds the initial weights, not the checkpoint's
     try:
         fit(trainer, resume)
     finally:

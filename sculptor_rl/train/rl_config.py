@@ -20,7 +20,7 @@ from .lora import LoraSettings
 from .preflight import preflight
 from .report_to import HELP as REPORT_TO_HELP
 from .report_to import resolve as resolve_report_to
-from .loss import IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, LOSS_WEIGHTINGS
+from .loss import BEHAVIOUR_CORRECTIONS, IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, LOSS_WEIGHTINGS
 from .shared_prefix import BatchSettings
 
 __all__ = ["ENGINES", "MEMORY_UPDATES", "VLLM_MODES", "SculptorGRPOConfig", "check_config", "plan", "validate"]
@@ -78,8 +78,20 @@ class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LLMSettings, Lora
                 "it was cut into; loss_type grpo)"})
     epsilon: float = 3e-4
     epsilon_high: float | None = 4e-4
-    # the ratio uses trainer-recomputed old logprobs; the sampler mismatch is logged, not corrected
+    max_staleness: int = field(default=0, metadata={
+        "help": "overlapped rounds: a producer thread generates the next rounds while the trainer steps, with the "
+                "weights of at most this many optimizer steps ago (older rounds are dropped), and the loss corrects "
+                "for that behaviour policy with the engine's logprobs (vllm_importance_sampling_mode). 0: generate, "
+                "then train, exactly the on-policy objective. Needs an engine in its own processes whose weights "
+                "can change between requests: engine ray, or vllm_mode server with one training process"})
+    # the ratio uses trainer-recomputed old logprobs; the sampler mismatch is logged, and corrected only for
+    # overlapped rounds (max_staleness > 0), where the samples come from an older policy
     vllm_importance_sampling_correction: bool = False
+    vllm_importance_sampling_mode: str = field(default="token_truncate", metadata={
+        "help": "max_staleness > 0: the behaviour-policy correction (sculptor_rl.train.loss.behaviour_weights), "
+                "TRL's modes: token_truncate (each token's weight exp(old - engine) clamped to "
+                "[vllm_importance_sampling_clip_min, vllm_importance_sampling_clip_max]), sequence_truncate (one "
+                "weight per sample, its tokens' product), token_mask / sequence_mask (0 outside the range)"})
     logging_steps: float = 1
     report_to: None | str | list[str] = field(default=None, metadata={"help": REPORT_TO_HELP})
 
@@ -137,7 +149,9 @@ def check_config(cfg: SculptorGRPOConfig) -> list[str]:
     if cfg.use_vllm:
         errors.append("leave use_vllm off: `engine: vllm` with `vllm_mode` drives vLLM through the agent loop")
     if cfg.vllm_importance_sampling_correction:
-        errors.append("vllm_importance_sampling_correction is not supported (old logprobs come from the trainer)")
+        errors.append("vllm_importance_sampling_correction is not supported (old logprobs come from the trainer); "
+                      "max_staleness > 0 corrects for the engine's older policy")
+    errors += overlap_errors(cfg)
     if cfg.importance_sampling_level not in IMPORTANCE_SAMPLING_LEVELS:
         errors.append(f"importance_sampling_level must be one of {IMPORTANCE_SAMPLING_LEVELS}: 'sequence' (GSPO per "
                       "sample), 'rollout' (GSPO over a rollout's samples, paper eq. 2) or 'token' (GRPO)")
@@ -182,6 +196,33 @@ def check_config(cfg: SculptorGRPOConfig) -> list[str]:
     if errors:
         raise ValueError("invalid RL config:\n- " + "\n- ".join(errors))
     return warnings
+
+
+def overlap_errors(cfg: SculptorGRPOConfig) -> list[str]:
+    """What overlapped rounds (`max_staleness` > 0) cannot run with. A colocated engine (vLLM in this process, or
+    the policy's own `generate`) shares the trainer's devices, and its weights can only change while it does not
+    generate: it keeps the synchronous rounds (overlapping would gain nothing there and race the in-place load)."""
+    if cfg.max_staleness < 0:
+        return ["max_staleness must be >= 0 (0: synchronous rounds)"]
+    if not cfg.max_staleness:
+        return []
+    errors = []
+    if cfg.engine == "hf" or (cfg.engine == "vllm" and cfg.vllm_mode == "colocate"):
+        errors.append(f"max_staleness > 0 overlaps generation with training on an engine in its own processes "
+                      f"(engine ray, or vllm_mode server); engine {cfg.engine!r}"
+                      f"{' with vllm_mode colocate' if cfg.engine == 'vllm' else ''} shares the trainer's devices "
+                      "and keeps the synchronous rounds: set max_staleness 0")
+    if cfg.memory_updates != "none":
+        errors.append("max_staleness > 0 with memory_updates: a round's memory snapshot is made from every earlier "
+                      "round, which overlapped rounds have not finished; set max_staleness 0")
+    if cfg.steps_per_generation != cfg.gradient_accumulation_steps or cfg.num_iterations != 1:
+        errors.append("max_staleness > 0 counts staleness in rounds of one optimizer step: set steps_per_generation "
+                      "= gradient_accumulation_steps and num_iterations 1")
+    if cfg.vllm_importance_sampling_mode not in BEHAVIOUR_CORRECTIONS:
+        errors.append(f"vllm_importance_sampling_mode must be one of {BEHAVIOUR_CORRECTIONS}")
+    elif cfg.vllm_importance_sampling_mode.endswith("truncate") and cfg.vllm_importance_sampling_clip_max is None:
+        errors.append("a *_truncate vllm_importance_sampling_mode needs vllm_importance_sampling_clip_max")
+    return errors
 
 
 def plan(cfg: SculptorGRPOConfig) -> str:
@@ -229,6 +270,10 @@ def plan(cfg: SculptorGRPOConfig) -> str:
            "of about equal size"),
         f"output       {cfg.output_dir} (save every {cfg.save_steps} steps, report_to {cfg.report_to})",
     ]
+    if cfg.max_staleness:
+        lines.insert(3, f"overlap      rounds generated while the trainer steps, by weights at most {cfg.max_staleness} "
+                        f"step(s) old (older rounds dropped); {cfg.vllm_importance_sampling_mode} importance weights "
+                        f"in [{cfg.vllm_importance_sampling_clip_min}, {cfg.vllm_importance_sampling_clip_max}]")
     if cfg.memory_updates != "none":
         lines.insert(2, f"memory       {cfg.environment_params['memory']} grows by one entry per task group after "
                         f"each round (failures critiqued by {cfg.memory_updates}); snapshots in "
