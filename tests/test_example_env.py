@@ -128,7 +128,7 @@ def test_trained_by_import_path_and_entry_point(site, tmp_path, model_path):
               "--num_processes", "2", "--main_process_port", "29541", "-m", "sculptor_rl.train.rl",
               "--model", model_path, "--tasks", str(tmp_path / "sums.jsonl"), "--output_dir", str(tmp_path / "rl"),
               "--engine", "hf",
-              "--environment", "calculator", "--num_generations", "2", "--gradient_accumulation_steps", "1",
+              "--environment", "calculator", "--num_generations", "2", "--gradient_accumulation_steps", "2",
               "--max_new_tokens", "16", "--max_tool_calls", "1", "--max_context_tokens", "1024", "--save_rollouts",
               "true", "--ddp_backend", "gloo", *common]
     # from the repository: the accelerate config names its DeepSpeed config relative to it

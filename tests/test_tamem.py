@@ -289,13 +289,15 @@ def test_env_teacher_and_turn_limit_through_the_loop(fmt, tmp_path):
 
 @pytest.mark.slow
 def test_memory_notes_command_on_the_policy(tmp_path, model_path, capsys):
-    """`sculptor-rl memory notes` on the embedded model (HF engine): every conversation extracted or reported, the
-    cache the env reads written either way."""
+    """`sculptor-rl memory notes` on the embedded model (HF engine): the conversation's sessions extracted or
+    reported as failed, the cache the env reads written either way."""
     from sculptor_rl.cli import main
 
     write_jsonl(generate("tamem", 1, 0), tmp_path / "t.jsonl")
     main(["memory", "notes", "--data", str(tmp_path / "t.jsonl"), "--out", str(tmp_path / "notes"), "--engine", "hf",
           "--model", model_path, "--max-new-tokens", "32", "--retries", "0"])
     report = json.loads(capsys.readouterr().out.splitlines()[0])
-    assert report["conversations"] == 1 and report["extracted"] + report["failed"] == 1
-    assert len(list((tmp_path / "notes").glob("*.json"))) == 1
+    # 32 tokens are too few for a session's notes: each malformed one is reported, none invented
+    assert report["conversations"] == report["extracted"] == 1 and 0 <= report["failed"] <= report["sessions"]
+    (cache,) = (tmp_path / "notes").glob("*.json")
+    assert len(json.loads(cache.read_text())["failures"]) == report["failed"]
