@@ -18,6 +18,7 @@ PANELS = [  # (title, metrics drawn in it)
     ("format errors", ["format_error_rate"]),
     ("tool calls per task", ["tool_calls_per_task", "tools/*"]),  # tools/*: every tool the run logged
     ("tool-usage entropy (bits)", ["tool_entropy"]),
+    ("restores after fold per task", ["restores_after_fold"]),
     ("context reduction", ["context_reduction"]),
     ("samples per rollout", ["samples_per_rollout"]),
     ("loss", ["loss", "lm_loss"]),

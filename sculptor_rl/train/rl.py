@@ -543,7 +543,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
         g = self.num_generations
         m = self._metrics["train"]
         for key in ("reward", "accuracy", "correct", "format_error_rate", "tool_calls_per_task", "tool_entropy",
-                    "context_reduction", "generated_tokens"):
+                    "context_reduction", "generated_tokens", "restores_after_fold"):
             m[key].append(float(s[key]))
         m["reward_std"].append(float(rewards.std()) if len(rewards) > 1 else 0.0)
         m["frac_reward_zero_std"].append(float((rewards.view(-1, g).std(dim=1) == 0).float().mean()))
