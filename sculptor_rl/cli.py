@@ -168,7 +168,8 @@ def _rollout_config(args, engine: str, environment: str = "acm"):
         num_generations=args.num_generations, seed=args.seed, environment=args.environment,
         summarizer=args.summarizer, summarizer_url=args.summarizer_url, summarizer_model=args.summarizer_model,
         temperature=args.temperature, top_p=args.top_p, max_tool_calls=args.max_tool_calls,
-        max_new_tokens=args.max_new_tokens, max_context_tokens=args.max_context_tokens, **_template(args))
+        max_new_tokens=args.max_new_tokens, max_context_tokens=args.max_context_tokens, schedule=args.schedule,
+        **_template(args))
     if not args.config and args.environment is None:
         cfg.environment = environment
     cfg.environment_params = {**cfg.environment_params, **dict(args.environment_param)}
@@ -387,6 +388,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--environment", default=None, help="the environment: a built-in (acm, memtool, tamem, "
                      "memtoolagent, toolmem, full, truncate, bm25), an import path package.module:Class or an installed "
                      "entry point (default: acm; memory build: memtoolagent)")
+    # agent.loop.SCHEDULES, spelled out: the loop (transformers and all) loads only when a command runs
+    run.add_argument("--schedule", choices=("auto", "per-rollout", "lockstep"),
+                     help="per-rollout: each rollout sends its next request as soon as its tools have run; lockstep: "
+                     "all live rollouts per step; auto (default): per-rollout where the engine can (vllm, openai)")
     run.add_argument("--environment-param", type=_param, action="append", default=[], metavar="K=V",
                      help="an environment parameter, e.g. mode=workflow limit=128 (memtool; repeatable)")
 

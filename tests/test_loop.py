@@ -1,5 +1,6 @@
 """The agent loop on a text engine that replays fixed completions (the vLLM run is in test_vllm_rollouts.py)."""
 
+import asyncio
 import re
 
 import pytest
@@ -31,6 +32,26 @@ class Replay:
         return [Completion(text=self.script(self.tasks[r.rollout_id.rsplit("/", 1)[0]],
                                             sum(m["role"] == "assistant" for m in r.messages), r.messages))
                 for r in requests]
+
+
+class OneByOne(Replay):
+    """`Replay` taking one request at a time (`agenerate`), as the per-rollout schedule sends them; the rollouts
+    named in `slow` get each completion back only after 50 event-loop turns. `sent`: the rollout of each request,
+    in the order they came."""
+
+    def __init__(self, script, tasks, slow=()):
+        super().__init__(script, tasks)
+        self.slow, self.sent = set(slow), []
+
+    async def agenerate(self, request):
+        self.sent.append(request.rollout_id)
+        for _ in range(50 if request.rollout_id in self.slow else 0):
+            await asyncio.sleep(0)
+        (out,) = self.generate([request])
+        return out
+
+
+SCHEDULED = pytest.mark.parametrize("engine_class,schedule", [(Replay, "lockstep"), (OneByOne, "per-rollout")])
 
 
 def _fid(messages):
@@ -79,34 +100,39 @@ def test_prompt_ids_decode_to_the_rendered_workspace(tasks, fmt):
     assert_prompts_show_the_workspace(traj, acm_env(0)(tasks[0], 0), fmt)
 
 
-def test_format_errors_are_answered_and_penalized(tasks, fmt):
+@SCHEDULED
+def test_format_errors_are_answered_and_penalized(tasks, fmt, engine_class, schedule):
     def script(task, k, messages):
         return ["<tool_call>{oops}</tool_call>", format_tool_call("no_such_tool", {}), render_answer(task)][k]
 
-    (t,) = run_rollouts(tasks[:1], Replay(script, tasks), fmt, acm_env(0), progress=False)
+    (t,) = run_rollouts(tasks[:1], engine_class(script, tasks), fmt, acm_env(0), LoopConfig(schedule=schedule),
+                        progress=False)
     assert t.stop_reason == "answer" and t.score == 1.0
     assert t.format_errors == 2 and t.reward == -1.0
     assert t.steps[0].calls[0]["result"].startswith("Error: tool call is not valid JSON")
     assert t.messages[3]["role"] == "tool" and "Error" in t.messages[3]["content"]
 
 
-def test_tool_call_cap_stops_the_rollout(tasks, fmt):
+@SCHEDULED
+def test_tool_call_cap_stops_the_rollout(tasks, fmt, engine_class, schedule):
     def script(task, k, messages):  # three searches per completion, forever
         return "\n".join(format_tool_call("search_context", {"query": "value"}) for _ in range(3))
 
-    (t,) = run_rollouts(tasks[:1], Replay(script, tasks), fmt, acm_env(0), LoopConfig(max_tool_calls=7), progress=False)
+    (t,) = run_rollouts(tasks[:1], engine_class(script, tasks), fmt, acm_env(0),
+                        LoopConfig(max_tool_calls=7, schedule=schedule), progress=False)
     assert t.stop_reason == "max_tool_calls" and t.num_tool_calls == 7 and t.reward == -1.0
     assert t.answer is None and t.score == 0.0
 
 
-def test_context_cap_stops_the_rollout(tasks, fmt):
+@SCHEDULED
+def test_context_cap_stops_the_rollout(tasks, fmt, engine_class, schedule):
     def script(task, k, messages):
         return format_tool_call("search_context", {"query": "value", "max_results": 50, "context_size": 1000})
 
     env = acm_env(0)(tasks[0], 0)
     head = len(fmt.head_ids(env.render(), env.tools))
-    (t,) = run_rollouts(tasks[:1], Replay(script, tasks), fmt, acm_env(0),
-                        LoopConfig(max_context_tokens=head + 1500), progress=False)
+    (t,) = run_rollouts(tasks[:1], engine_class(script, tasks), fmt, acm_env(0),
+                        LoopConfig(max_context_tokens=head + 1500, schedule=schedule), progress=False)
     assert t.stop_reason == "max_context_tokens" and t.reward == -1.0
     assert all(len(s.prompt_ids) < head + 1500 for s in t.steps)
 
@@ -119,3 +145,24 @@ def test_trajectory_json_round_trip_is_exact(tasks, fmt):
         assert d["steps"][2]["prompt_reuse"] == len(t.steps[1].prompt_ids) + len(t.steps[1].completion_ids)
         back = Trajectory.from_json(d)
         assert back == t
+
+
+def test_per_rollout_schedule_sends_a_rollouts_next_request_without_waiting(tasks, fmt):
+    """One rollout's engine is slow: the others run all their steps meanwhile (lock-step, each of their steps
+    would wait for it), and every rollout comes out as the lock-step loop makes it."""
+    slow = f"{tasks[0]['id']}/0"
+    engine = OneByOne(acm_script, tasks, slow=[slow])
+    per_rollout = run_rollouts(tasks, engine, fmt, acm_env(0), LoopConfig(schedule="per-rollout"), num_generations=2,
+                               progress=False)
+    fast = [i for i, r in enumerate(engine.sent) if r != slow]
+    assert len(fast) == 5 * 4 and engine.sent.index(slow, 1) > fast[-1]
+    lockstep = run_rollouts(tasks, Replay(acm_script, tasks), fmt, acm_env(0), LoopConfig(schedule="lockstep"),
+                            num_generations=2, progress=False)
+    assert [t.to_json() for t in per_rollout] == [t.to_json() for t in lockstep]
+
+
+def test_schedule_names_are_checked(tasks, fmt):
+    with pytest.raises(ValueError, match="no agenerate"):
+        run_rollouts(tasks, Replay(acm_script, tasks), fmt, acm_env(0), LoopConfig(schedule="per-rollout"))
+    with pytest.raises(ValueError, match="choose one of auto, per-rollout, lockstep"):
+        run_rollouts(tasks, Replay(acm_script, tasks), fmt, acm_env(0), LoopConfig(schedule="async"))

@@ -305,14 +305,16 @@ def test_pipeline_killed_mid_stage_resumes_from_its_finished_stages(tmp_path, mo
 @pytest.mark.slow
 def test_sigterm_ends_a_job_with_its_vllm_engine_processes(tmp_path, model_path):
     """`kill PID` (SIGTERM) mid-rollout: the command exits with 143 and the vLLM engine processes it started end
-    with it (with Python's default SIGTERM they went on computing, orphaned)."""
+    with it (with Python's default SIGTERM they went on computing, orphaned). On the per-rollout schedule (the
+    default for vLLM; named so it stays tested): the signal lands in an event loop with requests in flight."""
     import psutil
 
     tasks = tmp_path / "tasks.jsonl"
     write_jsonl(generate("pi_llm", 64, seed=4, keys=2, updates=24), tasks)
     log = tmp_path / "rollout.log"
     rollout = cli("rollout", "--model", model_path, "--data", tasks, "--out", tmp_path / "out.jsonl", "--chunk-size", 2,
-                  "--max-new-tokens", 32, "--max-tool-calls", 2, "--max-context-tokens", 4096)
+                  "--max-new-tokens", 32, "--max-tool-calls", 2, "--max-context-tokens", 4096,
+                  "--schedule", "per-rollout")
     # ready once the engine is up and its first chunk is written
     with running_until(rollout, lambda: lines(tmp_path / "out.jsonl.partial") > 0, log) as proc:
         engine = psutil.Process(proc.pid).children(recursive=True)

@@ -477,3 +477,23 @@ def test_memtoolagent_env_serves_from_a_trained_memory(fmt, tmp_path):
     assert similar.choices[0].message.content == f"Done: {ran['result']}"
     assert query in engine.seen[0][0]["content"] and "User feedback: Correct" in engine.seen[0][0]["content"]
     assert unrelated.choices[0].message.content == "No memory."  # no shared word: nothing retrieved
+
+
+@pytest.mark.parametrize("schedule", ["lockstep", "per-rollout"])
+def test_openai_engine_runs_the_loop_on_either_schedule(server, engine, fmt, schedule):
+    """The OpenAI-compatible client engine against the server (pass-through mode: the env's tools go with each
+    request): both schedules give the policy's rollouts, search then answer."""
+    from sculptor_rl.agent.loop import LoopConfig, run_rollouts
+    from sculptor_rl.engines.openai_engine import OpenAIEngine
+    from sculptor_rl.envs import make_env_factory
+    from sculptor_rl.envs.tasks import generate
+
+    tasks = generate("pi_llm", 3, seed=2, keys=2, updates=8)
+    openai_engine = OpenAIEngine(MODEL, base_url=server.url, api_key=KEY, max_model_len=4096)
+    trajs = run_rollouts(tasks, openai_engine, fmt, make_env_factory("acm"),
+                         LoopConfig(max_new_tokens=64, schedule=schedule), num_generations=2, progress=False)
+    assert (openai_engine._pool is not None) == (schedule == "per-rollout")  # agenerate's threads ran the calls
+    for t in trajs:
+        assert [c["name"] for s in t.steps for c in s.calls] == ["search_context"]
+        assert t.stop_reason == "answer" and t.answer == "The code word is unknown."
+        assert t.steps[1].prompt_ids[: len(t.steps[0].prompt_ids)] == t.steps[0].prompt_ids

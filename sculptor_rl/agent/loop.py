@@ -1,4 +1,4 @@
-"""The multi-turn agent loop: render → generate → parse → run tools → repeat, many rollouts in one batch.
+"""The multi-turn agent loop: render → generate → parse → run tools → repeat, many rollouts at once.
 
 The loop knows no tool, task family or reward rule: an environment (`sculptor_rl.envs.Env`) owns its system
 prompt, tools, rendering, scoring and reward, and the loop calls its hooks. The messages are structured (assistant
@@ -6,10 +6,19 @@ turns carry `tool_calls` with ids, tool turns `tool_call_id`); each prompt is th
 (`ChatFormat.prompt`), and each completion is parsed in the policy's own tool-call format. Per step it keeps the
 exact prompt ids the engine saw, the generated ids and logprobs, the parsed calls and whether the context was
 modified — everything Algorithm 1 (`sculptor_rl.samples`) needs to build training samples without re-tokenizing.
+
+Two schedules (`LoopConfig.schedule`) run the same steps. Lock-step: each step sends every live rollout to
+`engine.generate` at once, so a rollout whose tools have run waits for the batch's longest completion.
+Per-rollout: one asyncio task per rollout awaits `engine.agenerate` and sends its next request as soon as its own
+tools have run; the engine generates whatever is in flight together (vLLM's continuous batching). Environments
+run in the caller's thread either way. Rollouts are independent, so they produce the same trajectories under both
+schedules (with greedy decoding, up to the engine's batch-dependent rounding); an environment that shares state
+between rollouts sees their steps in another order.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, field, fields
@@ -23,9 +32,11 @@ from ..toolcalls import ParsedCompletion
 from ..trajectory import Step, Trajectory
 from .chat import ChatFormat
 
-__all__ = ["LoopConfig", "assistant_turn", "run_rollouts"]
+__all__ = ["LoopConfig", "SCHEDULES", "assistant_turn", "run_rollouts"]
 
 log = logging.getLogger(__name__)
+
+SCHEDULES = ("auto", "per-rollout", "lockstep")  # LoopConfig.schedule
 
 
 @dataclass
@@ -38,6 +49,10 @@ class LoopConfig:
     parser: str = "auto"  # the tool-call format (toolcalls.PARSERS); auto: the one the chat template renders
     chat_template: str | None = None  # a template file or a named variant (agent.chat); None: the model's own
     chat_template_kwargs: dict | None = None  # passed to the template, e.g. {"enable_thinking": false}
+    # per-rollout: each rollout sends its next request as soon as its own tools have run (an engine with
+    # `agenerate`); lockstep: each step sends all live rollouts at once and waits for the slowest; auto:
+    # per-rollout where the engine has `agenerate` (and no event loop runs in the caller's thread), else lockstep
+    schedule: str = "auto"
 
     @classmethod
     def of(cls, cfg) -> "LoopConfig":
@@ -124,7 +139,9 @@ def run_rollouts(
     num_generations: int = 1,
     progress: bool = True,
 ) -> list[Trajectory]:
-    """Run `num_generations` rollouts per task; every step sends all live rollouts to the engine at once.
+    """Run `num_generations` rollouts per task, on the schedule `cfg.schedule` picks (`LoopConfig`): lock-step,
+    every step sends all live rollouts to the engine at once; per-rollout, each rollout sends its next request as
+    soon as its own tools have run. Either way a rollout goes through the same steps (`_request`, `_apply`).
     After a step where an env went on (`on_answer` True), the prompt restarts from its `render()` (re-rendered by
     the chat template), so an env may rewrite or drop earlier messages there; Algorithm 1 closes a sample then.
     A cap (max_tool_calls, max_context_tokens) stops a rollout unless its env goes on (`on_cap`: the turn fails,
@@ -134,63 +151,138 @@ def run_rollouts(
     live = [_Live(i, f"{task['id']}/{g}", task, env, q_len=len(env.render()))
             for i, ((task, g), env) in enumerate(zip(pairs, envs))]
     max_len = min(cfg.max_context_tokens, engine.max_model_len or cfg.max_context_tokens)
-    bar = tqdm(total=len(live), desc="rollouts", unit="rollout", disable=not progress, dynamic_ncols=True)
-    start, generated, steps = time.perf_counter(), 0, 0
-    active = list(live)
-    while active:
-        requests, ready = [], []
-        for r in active:
-            ids = _prompt(r, fmt)
-            while ids is not None and len(ids) >= max_len and r.env.on_cap("max_context_tokens"):
-                _went_on(r)
-                ids = _prompt(r, fmt)
-            if ids is None:
-                continue
-            room = max_len - len(ids)
-            if room <= 0:
-                r.stop = "max_context_tokens"
-                continue
-            requests.append(Request(prompt_ids=ids, messages=r.env.render(), tools=r.env.tools,
-                                    max_new_tokens=min(cfg.max_new_tokens, room), rollout_id=r.rollout_id))
-            ready.append(r)
-        completions: list[Completion] = engine.generate(requests) if requests else []
-        for r, req, out in zip(ready, requests, completions):
-            if out.token_ids is not None:
-                ids = list(out.token_ids)
-            elif out.message is not None:  # rendered in the policy's own format
-                ids = fmt.render_completion(req.messages, req.tools, _with_ids(out.message, r.calls))
-            else:
-                ids = fmt.completion_ids(out.text)
-            text = fmt.decode(ids)
-            turn_text = fmt.strip_stop(text)
-            generated, steps = generated + len(ids), steps + 1
-            parsed = fmt.parser.parse(turn_text, r.env.tools)
-            message = assistant_turn(parsed, r.calls)
-            calls = message.get("tool_calls", [])
-            r.calls += len(calls)
-            # a template that renders no calls (Phi-4-mini's) shows the turn as the model wrote it
-            r.env.append(message if fmt.renders_calls else {"role": "assistant", "content": turn_text})
-            step = Step(prompt_ids=req.prompt_ids, completion_ids=ids, logprobs=out.logprobs, text=turn_text,
-                        finish_reason=out.finish_reason)
-            r.steps.append(step)
-            r.seen = (req.prompt_ids + ids, r.prompt_text + text)
-            if parsed.calls:
-                step.calls = _run_calls(r, calls, [c.error for c in parsed.calls if c.error is not None], cfg,
-                                        fmt.parser.example)
-                if r.stop == "max_tool_calls" and r.env.on_cap(r.stop):
-                    _went_on(r)
-            elif r.env.on_answer(parsed.content):
-                _went_on(r)
-            else:
-                r.stop, r.answer = "answer", parsed.content
-        active = [r for r in active if r.stop is None]
-        done = bar.n
-        bar.update(len(live) - len(active) - done)
-        elapsed = time.perf_counter() - start
-        bar.set_postfix(live=len(active), steps=steps, rollouts_s=f"{bar.n / elapsed:.2f}",  # steps: a long
-                        tok_s=f"{generated / elapsed:.0f}")  # session moves the bar only at its end
+    bar = _Progress(len(live), progress)
+    if _per_rollout(cfg, engine):
+        asyncio.run(_all_rollouts(live, engine, fmt, cfg, max_len, bar))
+    else:
+        active = list(live)
+        while active:
+            requests, ready = [], []
+            for r in active:
+                req = _request(r, fmt, cfg, max_len)
+                if req is not None:
+                    requests.append(req)
+                    ready.append(r)
+            completions: list[Completion] = engine.generate(requests) if requests else []
+            for r, req, out in zip(ready, requests, completions):
+                bar.step(_apply(r, req, out, fmt, cfg))
+            left = [r for r in active if r.stop is None]
+            bar.finished(len(active) - len(left))
+            active = left
     bar.close()
     return [_finish(r, fmt) for r in live]
+
+
+def _per_rollout(cfg: LoopConfig, engine: Engine) -> bool:
+    """Whether `cfg.schedule` runs the rollouts on their own (see `LoopConfig.schedule`)."""
+    if cfg.schedule not in SCHEDULES:
+        raise ValueError(f"schedule {cfg.schedule!r}: choose one of {', '.join(SCHEDULES)}")
+    can = hasattr(engine, "agenerate")
+    if cfg.schedule == "per-rollout" and not can:
+        raise ValueError(f"schedule per-rollout: the engine {type(engine).__name__} has no agenerate; "
+                         "use schedule lockstep")
+    if cfg.schedule == "auto" and can and _loop_running():
+        log.info("schedule auto: an event loop runs in this thread (a notebook?), so the rollouts go lock-step")
+        return False
+    return cfg.schedule != "lockstep" and can
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+async def _all_rollouts(live: list[_Live], engine: Engine, fmt: ChatFormat, cfg: LoopConfig, max_len: int,
+                        bar: _Progress) -> None:
+    """The per-rollout schedule: one task per rollout. The first error (an engine's, a served client gone) cancels
+    the others, whose engine requests are then aborted, and is raised as the lock-step loop raises it."""
+
+    async def one(r: _Live) -> None:
+        while r.stop is None and (req := _request(r, fmt, cfg, max_len)) is not None:
+            bar.step(_apply(r, req, await engine.agenerate(req), fmt, cfg))
+        bar.finished(1)
+
+    running = [asyncio.ensure_future(one(r)) for r in live]
+    try:
+        await asyncio.gather(*running)
+    finally:
+        for t in running:
+            t.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
+
+def _request(r: _Live, fmt: ChatFormat, cfg: LoopConfig, max_len: int) -> Request | None:
+    """The rollout's next request; None, and the rollout stopped, where the template refuses its conversation
+    or its context is full and the env does not go on (`on_cap`)."""
+    ids = _prompt(r, fmt)
+    while ids is not None and len(ids) >= max_len and r.env.on_cap("max_context_tokens"):
+        _went_on(r)
+        ids = _prompt(r, fmt)
+    if ids is None:
+        return None
+    room = max_len - len(ids)
+    if room <= 0:
+        r.stop = "max_context_tokens"
+        return None
+    return Request(prompt_ids=ids, messages=r.env.render(), tools=r.env.tools,
+                   max_new_tokens=min(cfg.max_new_tokens, room), rollout_id=r.rollout_id)
+
+
+def _apply(r: _Live, req: Request, out: Completion, fmt: ChatFormat, cfg: LoopConfig) -> int:
+    """Take the engine's completion of `req` into the rollout: its step, the parsed turn, its calls run (or its
+    answer given to the env); returns the tokens generated."""
+    if out.token_ids is not None:
+        ids = list(out.token_ids)
+    elif out.message is not None:  # rendered in the policy's own format
+        ids = fmt.render_completion(req.messages, req.tools, _with_ids(out.message, r.calls))
+    else:
+        ids = fmt.completion_ids(out.text)
+    text = fmt.decode(ids)
+    turn_text = fmt.strip_stop(text)
+    parsed = fmt.parser.parse(turn_text, r.env.tools)
+    message = assistant_turn(parsed, r.calls)
+    calls = message.get("tool_calls", [])
+    r.calls += len(calls)
+    # a template that renders no calls (Phi-4-mini's) shows the turn as the model wrote it
+    r.env.append(message if fmt.renders_calls else {"role": "assistant", "content": turn_text})
+    step = Step(prompt_ids=req.prompt_ids, completion_ids=ids, logprobs=out.logprobs, text=turn_text,
+                finish_reason=out.finish_reason)
+    r.steps.append(step)
+    r.seen = (req.prompt_ids + ids, r.prompt_text + text)
+    if parsed.calls:
+        step.calls = _run_calls(r, calls, [c.error for c in parsed.calls if c.error is not None], cfg,
+                                fmt.parser.example)
+        if r.stop == "max_tool_calls" and r.env.on_cap(r.stop):
+            _went_on(r)
+    elif r.env.on_answer(parsed.content):
+        _went_on(r)
+    else:
+        r.stop, r.answer = "answer", parsed.content
+    return len(ids)
+
+
+class _Progress:
+    """The rollouts bar: finished rollouts, with live ones, steps and rates beside them (a long session moves the
+    bar only at its end)."""
+
+    def __init__(self, total: int, show: bool):
+        self.bar = tqdm(total=total, desc="rollouts", unit="rollout", disable=not show, dynamic_ncols=True)
+        self.start, self.generated, self.steps = time.perf_counter(), 0, 0
+
+    def step(self, generated: int) -> None:
+        self.generated, self.steps = self.generated + generated, self.steps + 1
+
+    def finished(self, n: int) -> None:
+        self.bar.update(n)
+        elapsed = time.perf_counter() - self.start
+        self.bar.set_postfix(live=self.bar.total - self.bar.n, steps=self.steps,
+                             rollouts_s=f"{self.bar.n / elapsed:.2f}", tok_s=f"{self.generated / elapsed:.0f}")
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def _prompt(r: _Live, fmt: ChatFormat) -> list[int] | None:

@@ -1,11 +1,14 @@
-"""The generation interface every engine implements: a batch of requests in, one completion each out."""
+"""The generation interface every engine implements: a batch of requests in, one completion each out. An engine
+that can take requests one at a time while others are in flight also offers `agenerate` (`AsyncEngine`): the agent
+loop's per-rollout schedule awaits it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Awaitable
 from typing import Protocol
 
-__all__ = ["Request", "Completion", "Engine", "SamplingConfig"]
+__all__ = ["Request", "Completion", "Engine", "AsyncEngine", "SamplingConfig"]
 
 
 @dataclass
@@ -41,3 +44,7 @@ class Engine(Protocol):
     max_model_len: int | None  # prompt + completion tokens the engine can hold (None: no limit known)
 
     def generate(self, requests: list[Request]) -> list[Completion]: ...
+
+
+class AsyncEngine(Engine, Protocol):
+    def agenerate(self, request: Request) -> Awaitable[Completion]: ...

