@@ -391,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     # agent.loop.SCHEDULES, spelled out: the loop (transformers and all) loads only when a command runs
     run.add_argument("--schedule", choices=("auto", "per-rollout", "lockstep"),
                      help="per-rollout: each rollout sends its next request as soon as its tools have run; lockstep: "
-                     "all live rollouts per step; auto (default): per-rollout where the engine can (vllm, openai)")
+                     "all live rollouts per step; auto (default): per-rollout where the engine gains (vLLM on a GPU, openai)")
     run.add_argument("--environment-param", type=_param, action="append", default=[], metavar="K=V",
                      help="an environment parameter, e.g. mode=workflow limit=128 (memtool; repeatable)")
 

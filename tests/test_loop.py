@@ -166,3 +166,15 @@ def test_schedule_names_are_checked(tasks, fmt):
         run_rollouts(tasks, Replay(acm_script, tasks), fmt, acm_env(0), LoopConfig(schedule="per-rollout"))
     with pytest.raises(ValueError, match="choose one of auto, per-rollout, lockstep"):
         run_rollouts(tasks, Replay(acm_script, tasks), fmt, acm_env(0), LoopConfig(schedule="async"))
+
+
+def test_auto_goes_per_rollout_only_where_the_engine_gains(tasks, fmt):
+    """`schedule: auto` sends one request at a time to an engine with `agenerate`, unless the engine says lock-step
+    serves it better (`per_rollout_pays`: vLLM on CPU cores)."""
+    gains = OneByOne(acm_script, tasks)
+    run_rollouts(tasks, gains, fmt, acm_env(0), LoopConfig(), progress=False)
+    assert gains.sent
+    on_cpu = OneByOne(acm_script, tasks)
+    on_cpu.per_rollout_pays = False
+    run_rollouts(tasks, on_cpu, fmt, acm_env(0), LoopConfig(), progress=False)
+    assert not on_cpu.sent  # every request went through `generate`, lock-step

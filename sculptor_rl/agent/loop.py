@@ -51,7 +51,8 @@ class LoopConfig:
     chat_template_kwargs: dict | None = None  # passed to the template, e.g. {"enable_thinking": false}
     # per-rollout: each rollout sends its next request as soon as its own tools have run (an engine with
     # `agenerate`); lockstep: each step sends all live rollouts at once and waits for the slowest; auto:
-    # per-rollout where the engine has `agenerate` (and no event loop runs in the caller's thread), else lockstep
+    # per-rollout where the engine has `agenerate` and gains from it (not vLLM on CPU: `per_rollout_pays`) and no
+    # event loop runs in the caller's thread, else lockstep
     schedule: str = "auto"
 
     @classmethod
@@ -184,6 +185,8 @@ def _per_rollout(cfg: LoopConfig, engine: Engine) -> bool:
     if cfg.schedule == "auto" and can and _loop_running():
         log.info("schedule auto: an event loop runs in this thread (a notebook?), so the rollouts go lock-step")
         return False
+    if cfg.schedule == "auto":  # an engine may know that lock-step serves it better (vLLM on CPU cores)
+        return can and getattr(engine, "per_rollout_pays", True)
     return cfg.schedule != "lockstep" and can
 
 

@@ -173,6 +173,9 @@ class VLLMEngine:
         self.tokenizer = self.llm.get_tokenizer()
         self.weights_asleep = self.kv_asleep = False
         self._in_flight = _InFlight(self.llm.llm_engine)
+        # `schedule: auto`'s choice: on CPU cores lock-step keeps the engine busy already and per-rollout measured
+        # slower (bench/async_rollouts.py: 0.85x on 2 cores); on a GPU the engine idles between lock-step turns
+        self.per_rollout_pays = torch.cuda.is_available()
         self.sleep()  # until the first round: the trainer's model and optimizer are set up meanwhile
 
     @property
