@@ -10,8 +10,9 @@
     tools have run. Reported per schedule: rollouts/s, generated tokens/s, the engine's busy fraction (the share
     of the wall time with at least one request in the engine; the rest is the loop's own work: rendering,
     parsing, tools) and the engine time per completion.
-(b) Synchronous vs overlapped GSPO rounds: not here yet (issue 47 item 2 adds it below (a), printing its own last
-    line `overlapped vs synchronous step time: N.NNx` after (a)'s).
+(b) Synchronous vs overlapped GSPO rounds (`bench/async_rounds.py`, after (a)'s engine is closed): seconds per
+    optimizer step, the trainer's and the engine's idle fractions, with the engine in its own process, and the
+    ideal overlap computed from the measured stage times.
 
 The policy: the embedded 135M model seldom calls a tool zero-shot, so the scripted teachers decide the calls,
 and every turn costs the engine a real completion of the rollout's prompt (greedy, up to `--max-new-tokens`):
@@ -20,7 +21,8 @@ the answer turn is the engine's own. So each schedule does the same engine work 
 up to batch-dependent rounding; the `same` column counts identical rollouts). Both runs start from an empty
 prefix cache, after a warm-up request.
 
-Last line: `per-rollout vs lock-step: N.NNx` (rollouts/s, over all runs of each schedule).
+Last lines, for scripts: `per-rollout vs lock-step: N.NNx` (rollouts/s, over all runs of each schedule), then
+`overlapped vs synchronous step time: N.NNx` (`--no-rounds`: (a) only).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
+
+import async_rounds  # half (b), beside this file
 
 
 class Paced:
@@ -123,6 +127,8 @@ def main() -> None:
     ap.add_argument("--eager", action="store_true", help="vLLM enforce_eager: no compilation at start")
     ap.add_argument("--kv-cache-memory-bytes", type=int, default=None,
                     help="KV cache (default: sized from need and free memory on CPU)")
+    ap.add_argument("--no-rounds", action="store_true", help="(a) only")
+    async_rounds.add_arguments(ap)
     args = ap.parse_args()
 
     from vllm import SamplingParams
@@ -141,10 +147,12 @@ def main() -> None:
         warm = [TokensPrompt(prompt_token_ids=fmt.head_ids([{"role": "user", "content": "Hello."}], None))]
         engine.llm.generate(warm, SamplingParams(max_tokens=8), use_tqdm=False)  # first-call costs off the clock
         a = rollouts_of_both_schedules(args, engine, fmt)
-        # (b) synchronous vs overlapped GSPO rounds (issue 47 item 2) goes here; its last line follows (a)'s
     finally:
-        engine.close()
+        engine.close()  # (b) starts an engine of its own, in another process
+    b = None if args.no_rounds else async_rounds.run_and_report(args)
     print(f"per-rollout vs lock-step: {a['per-rollout'] / a['lockstep']:.2f}x")
+    if b is not None:
+        print(f"overlapped vs synchronous step time: {b:.2f}x")
 
 
 if __name__ == "__main__":

