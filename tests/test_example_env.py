@@ -4,6 +4,7 @@ fresh processes, and trained through them: rollout → samples → one SFT step,
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -24,7 +25,9 @@ def site(tmp_path_factory) -> Path:
     which the processes below put on their path, as a user's virtual environment would hold it."""
     tmp = tmp_path_factory.mktemp("calculator")
     shutil.copytree(EXAMPLE, tmp / "src")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target",
+    # the build backend from this environment where it has one (no download), else pip fetches it
+    isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *isolation, "--target",
                     str(tmp / "site"), str(tmp / "src")], check=True, capture_output=True, timeout=300)
     return tmp / "site"
 
