@@ -59,8 +59,7 @@ class LLM:
 
 def policy_llm(engine: Engine, fmt, max_new_tokens: int = 256) -> LLM:
     """The policy's own engine; `fmt` (`agent.chat.ChatFormat`) renders the prompt in the policy's chat template."""
-    return LLM(engine, lambda messages: fmt.encode(fmt.text(messages, add_generation_prompt=True)), "policy",
-               max_new_tokens)
+    return LLM(engine, lambda messages: fmt.head_ids(messages, None), "policy", max_new_tokens)
 
 
 def endpoint_llm(url: str, model: str, api_key: str | None = None, max_new_tokens: int = 256) -> LLM:

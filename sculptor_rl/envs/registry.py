@@ -133,43 +133,41 @@ def params_of(name: str, params: dict | None = None):
     return kind(**(params or {}))
 
 
-def _families() -> dict[str, str]:
-    return {fam: module for entry in BUILTIN.values() for fam, module in entry.families.items()}
+# BUILTIN read by what is looked up: task family -> its module, family -> its teacher, format -> its importer
+_FAMILIES = {fam: module for entry in BUILTIN.values() for fam, module in entry.families.items()}
+_TEACHERS = {fam: entry.teacher for entry in BUILTIN.values() if entry.teacher for fam in entry.families}
+_IMPORTERS = {fmt: path for entry in BUILTIN.values() for fmt, path in entry.importers.items()}
 
 
 def family_names() -> list[str]:
     """Every built-in task family (generate/score/render_answer), without importing one."""
-    return list(_families())
+    return list(_FAMILIES)
 
 
 def family(name: str):
     """Task family `name`'s module (generate, score, render_answer), imported now."""
-    modules = _families()
-    if name not in modules:
-        raise ValueError(f"unknown task {name!r} (known: {', '.join(sorted(modules))})")
-    return _load(modules[name], "task family")
+    if name not in _FAMILIES:
+        raise ValueError(f"unknown task {name!r} (known: {', '.join(sorted(_FAMILIES))})")
+    return _load(_FAMILIES[name], "task family")
 
 
 def teacher(task_family: str):
     """The scripted teacher of a task family: `teach(task, messages, tools=None) -> dict | str`."""
-    for entry in BUILTIN.values():
-        if task_family in entry.families and entry.teacher:
-            return _load(entry.teacher, "teacher")
-    have = sorted(f for e in BUILTIN.values() if e.teacher for f in e.families)
-    raise ValueError(f"no scripted teacher for task {task_family!r} (have: {', '.join(have)})")
+    if task_family not in _TEACHERS:
+        raise ValueError(f"no scripted teacher for task {task_family!r} (have: {', '.join(sorted(_TEACHERS))})")
+    return _load(_TEACHERS[task_family], "teacher")
 
 
 def importer_names() -> list[str]:
     """Every format `sculptor-rl data import` reads."""
-    return [fmt for entry in BUILTIN.values() for fmt in entry.importers]
+    return list(_IMPORTERS)
 
 
 def import_records(fmt: str, source, **options) -> list[dict]:
     """The records (or experiences) of a benchmark's published file `source` in format `fmt`."""
-    paths = {f: path for entry in BUILTIN.values() for f, path in entry.importers.items()}
-    if fmt not in paths:
-        raise ValueError(f"unknown format {fmt!r} (known: {', '.join(paths)})")
-    function = _load(paths[fmt], "importer")
+    if fmt not in _IMPORTERS:
+        raise ValueError(f"unknown format {fmt!r} (known: {', '.join(_IMPORTERS)})")
+    function = _load(_IMPORTERS[fmt], "importer")
     taken = [p.name for p in list(inspect.signature(function).parameters.values())[2:]
              if p.kind is p.KEYWORD_ONLY or p.kind is p.POSITIONAL_OR_KEYWORD]
     if not any(p.kind is p.VAR_KEYWORD for p in inspect.signature(function).parameters.values()):

@@ -31,8 +31,8 @@ class ScriptedTeacher:
         self.tasks = {t["id"]: t for t in tasks}
         self.one_call_per_turn = one_call_per_turn
         self.queued: dict[str, list[dict]] = {}
-        for task in self.tasks.values():
-            registry.teacher(task["task"])  # a family without a teacher fails before any rollout
+        # each family's teacher, looked up once: a family without one fails before any rollout
+        self.teachers = {t["task"]: registry.teacher(t["task"]) for t in tasks}
 
     def generate(self, requests: list[Request]) -> list[Completion]:
         out = []
@@ -42,7 +42,7 @@ class ScriptedTeacher:
                 message = turn.pop(0)
             else:
                 task = self.tasks[r.rollout_id.rsplit("/", 1)[0]]
-                message = registry.teacher(task["task"])(task, r.messages, r.tools)
+                message = self.teachers[task["task"]](task, r.messages, r.tools)
                 message = message if isinstance(message, dict) else assistant_message(content=message)
                 calls = message.get("tool_calls") or []
                 if self.one_call_per_turn and len(calls) > 1:

@@ -170,6 +170,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
         # (an `envs.llm`) or the env's offline stand-in (None)
         self.memory = self.memory_llm = None
         self.env_class = env_class(args.environment)
+        self.env_llm = args.llm(self.engine, fmt)  # what the round's environments ask (summarizer), built once
         if args.memory_updates != "none":
             path, check = Path(args.environment_params["memory"]), self.env_class.check_memory_entry
             self.memory = MemoryStore.load(path, check) if path.exists() else MemoryStore(check=check)
@@ -348,7 +349,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
             params = {**params, "memory": self._memory_snapshot()}
         make_env = make_env_factory(args.environment, params, seed=hash((args.seed, step, self.rank)) % 2**31,
                                     reward=RewardConfig.of(args), tokenizer=self.processing_class,
-                                    llm=args.llm(self.engine, self.fmt))
+                                    llm=self.env_llm)
 
         def rollouts():
             trajs = run_rollouts(tasks, self.engine, self.fmt, make_env, LoopConfig.of(args),
