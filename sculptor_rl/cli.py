@@ -249,6 +249,7 @@ def cmd_eval(args) -> None:
 
     flags = dict(models=args.model, tasks=args.tasks.split(",") if args.tasks else None,
                  modes=args.modes.split(",") if args.modes else None, num=args.num, data=args.data,
+                 checkpoint_modes=args.checkpoint_modes.split(",") if args.checkpoint_modes else None,
                  split=args.split, out=args.out, engine=args.engine, seed=args.seed,
                  context_budget=args.context_budget, environment=args.environment, max_new_tokens=args.max_new_tokens,
                  max_tool_calls=args.max_tool_calls, temperature=args.temperature, chat_template=args.chat_template,
@@ -482,6 +483,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--tasks", help="comma-separated families (default: the environment's, or all in --data)")
     ev.add_argument("--modes", help="comma-separated, of the environment's modes (acm: acm,full,truncate,bm25; "
                     "memtool: autonomous,workflow,hybrid); default: all of them")
+    ev.add_argument("--checkpoint-modes", help="comma-separated modes of the models after the first (the "
+                    "checkpoints trained from it), e.g. acm: the baselines on the base model only (default: --modes)")
     ev.add_argument("--num", type=int, help="tasks per family (default: 8 generated; all of --data)")
     ev.add_argument("--data", help="your tasks (.jsonl, .parquet or a datasets name) instead of generated ones")
     ev.add_argument("--split", help="the datasets split of --data (default: test)")

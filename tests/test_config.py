@@ -44,10 +44,11 @@ def check_serve(path: Path) -> None:
 
 
 def check_pipeline(path: Path) -> None:
-    cfg = PipelineConfig.from_yaml(path)
-    load_config(EvalConfig, None, cfg.eval, "pipeline eval")
-    load_config(SculptorSFTConfig, ROOT / cfg.sft_config, {**cfg.sft, **CPU})
-    check_config(load_config(SculptorGRPOConfig, ROOT / cfg.rl_config, {**cfg.rl, **CPU, "tasks": "t.jsonl"}))
+    full = PipelineConfig.from_yaml(path)
+    for cfg in (full, full.replaced(full.small_recipe)):
+        _check(load_config(EvalConfig, None, {**cfg.eval, "tasks": cfg.eval_families}, "pipeline eval"))
+        load_config(SculptorSFTConfig, ROOT / cfg.sft_config, {**cfg.sft, **CPU})
+        check_config(load_config(SculptorGRPOConfig, ROOT / cfg.rl_config, {**cfg.rl, **CPU, "tasks": "t.jsonl"}))
 
 
 def check_accelerate(path: Path) -> None:
@@ -71,7 +72,8 @@ STAGES = {"rl": check_rl, "sft": check_sft, "eval": check_eval, "serve": check_s
 ENVIRONMENTS = ("acm", "memtool", "memtoolagent", "tamem", "toolmem")
 CHECKS = {"configs/accelerate": check_accelerate, "configs/deepspeed": check_deepspeed, "slurm": check_slurm,
           "configs/quickstart.yaml": check_pipeline, "configs/quickstart_gpu.yaml": check_pipeline,
-          "configs/long_cpu.yaml": check_pipeline}
+          "configs/long_cpu.yaml": check_pipeline, "configs/paper_protocol.yaml": check_pipeline,
+          "configs/paper_protocol_gpu.yaml": check_pipeline}
 FILES = sorted(p for d in ("configs", "slurm") for p in (ROOT / d).rglob("*") if p.is_file())
 
 
@@ -178,3 +180,18 @@ def test_eval_flags_override_the_config(tmp_path, monkeypatch):
     with pytest.raises(SystemExit):
         main(["eval", "--config", str(path), "--out", str(tmp_path)])
     assert [(c.max_tool_calls, c.temperature, c.max_new_tokens) for c in seen] == [(3, 0.7, 160), (8, 0.0, 160)]
+
+
+@pytest.mark.parametrize("text,message", [
+    ("small_recipe: {train_task: 3}\n", "(small_recipe): unknown key 'train_task' for PipelineConfig (did you mean "
+                                        "'train_tasks'?)"),
+    ("small_recipe: {sft: {num_epochs: 1}}\n", "(small_recipe sft): unknown key 'num_epochs'"),
+    ("small_recipe: {heldout: [pi_lm]}\n", "unknown task family 'pi_lm'"),
+    ("eval: {checkpoint_modes: acm}\n", "(eval): key 'checkpoint_modes': expected list"),
+])
+def test_a_pipelines_small_recipe_is_checked_when_the_config_is_read(text, message, tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError) as e:
+        PipelineConfig.from_yaml(str(path))
+    assert message in str(e.value)

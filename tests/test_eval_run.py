@@ -175,23 +175,24 @@ class ReloadableTeacher(CountingTeacher):
         self.log.append(("close", None))
 
 
-def test_one_engine_serves_every_model_whose_weights_fit(cfg, model_path, tmp_path, monkeypatch):
+def _checkpoint(model_path, out, **config_changes) -> str:
+    """A checkpoint dir sharing the weights of `model_path`, with its own config.json."""
     from pathlib import Path
 
+    out.mkdir()
+    for f in Path(model_path).iterdir():
+        (out / f.name).symlink_to(f)
+    config = json.loads((Path(model_path) / "config.json").read_text())
+    (out / "config.json").unlink()
+    (out / "config.json").write_text(json.dumps({**config, **config_changes}))
+    return str(out)
+
+
+def test_one_engine_serves_every_model_whose_weights_fit(cfg, model_path, tmp_path, monkeypatch):
     import sculptor_rl.eval.run as run
 
-    def variant(name, **config_changes):  # a checkpoint dir sharing the weights, with its own config.json
-        out = tmp_path / name
-        out.mkdir()
-        for f in Path(model_path).iterdir():
-            (out / f.name).symlink_to(f)
-        config = json.loads((Path(model_path) / "config.json").read_text())
-        (out / "config.json").unlink()
-        (out / "config.json").write_text(json.dumps({**config, **config_changes}))
-        return str(out)
-
-    sft = variant("sft", use_cache=False)  # what a trainer saves: same shapes
-    wider = variant("wider", num_hidden_layers=31)  # another architecture: a new engine
+    sft = _checkpoint(model_path, tmp_path / "sft", use_cache=False)  # what a trainer saves: same shapes
+    wider = _checkpoint(model_path, tmp_path / "wider", num_hidden_layers=31)  # another architecture: a new engine
     ReloadableTeacher.log = []
     cfg.models, cfg.modes, cfg.tasks = [model_path, sft, wider], ["acm"], ["pi_llm"]
     monkeypatch.setattr(run, "make_engine", lambda kind, path, *a, **k: ReloadableTeacher(path, eval_tasks(cfg)))
@@ -199,3 +200,29 @@ def test_one_engine_serves_every_model_whose_weights_fit(cfg, model_path, tmp_pa
     assert ReloadableTeacher.log == [("start", model_path), ("reload", sft), ("close", None), ("start", wider),
                                      ("close", None)]
     assert [r["path"] for r in results["runs"]] == [model_path, sft, wider]
+
+
+def test_checkpoint_modes_run_the_baselines_on_the_first_model_only(cfg, model_path, tmp_path, monkeypatch):
+    """Table 2's layout: the base model in every mode, the checkpoints trained from it with the tools only; the
+    paired comparisons are made where both models ran."""
+    import sculptor_rl.eval.run as run
+    from sculptor_rl.eval.report import accuracy_table
+
+    sft = _checkpoint(model_path, tmp_path / "sft", use_cache=False)
+    cfg.models, cfg.modes, cfg.checkpoint_modes, cfg.tasks = [model_path, sft], list(run.ACM_MODES), ["acm"], ["pi_llm"]
+    ReloadableTeacher.log = []
+    monkeypatch.setattr(run, "make_engine", lambda kind, path, *a, **k: ReloadableTeacher(path, eval_tasks(cfg)))
+    results = evaluate(cfg)
+    assert [(r["model"], r["mode"]) for r in results["runs"]] == [
+        ("smollm2-135m-instruct", "acm"), ("smollm2-135m-instruct", "full"), ("smollm2-135m-instruct", "truncate"),
+        ("smollm2-135m-instruct", "bm25"), ("sft", "acm")]
+    assert {(c["mode"], c["a"], c["b"]) for c in results["comparisons"]} == {("acm", "smollm2-135m-instruct", "sft")}
+    assert len(accuracy_table(results).splitlines()) == 2 + 5
+    assert not (tmp_path / "out" / "runs" / "sft" / "full").exists()
+
+    cfg.checkpoint_modes = ["acm", "summary"]
+    with pytest.raises(ValueError, match="unknown mode 'summary'"):
+        evaluate(cfg)
+    cfg.modes, cfg.checkpoint_modes = ["full"], ["acm"]
+    with pytest.raises(ValueError, match=r"checkpoint_modes \['acm'\] must be among modes \['full'\]"):
+        evaluate(cfg)

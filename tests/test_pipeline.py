@@ -57,3 +57,69 @@ def test_the_gspo_ablation_script_plans_four_variants_from_one_start(tmp_path, m
 
     proc = subprocess.run([str(ABLATION)], env={**env, "SFT": str(tmp_path / "none")}, capture_output=True, text=True)
     assert proc.returncode == 2 and f"missing {tmp_path / 'none'}/config.json" in proc.stderr
+
+
+def test_a_training_mix_and_heldout_families(tmp_path):
+    """The paper's protocol: training and RL tasks drawn from a mix of families by weight (interleaved), held-out
+    tasks from other families with their own parameters and another seed; unknown families fail before any stage."""
+    from sculptor_rl.envs.tasks import load_tasks
+
+    cfg = PipelineConfig(name="mix", runs_dir=str(tmp_path), train_mix={"babilong": 2.0, "gsm_infinite": 1.0},
+                         heldout=["pi_llm", "mrcr"], family_params={"babilong": {"context_tokens": 300},
+                                                                   "pi_llm": {"keys": 2, "updates": 8}},
+                         train_tasks=4, rl_tasks=6, eval_tasks=3)
+    root = run_pipeline(cfg, ["data"])
+    train = load_tasks(root / "data" / "train.jsonl")
+    rl = load_tasks(root / "data" / "rl.jsonl")
+    held = load_tasks(root / "data" / "eval.jsonl")
+    assert [t["task"] for t in train] == ["babilong", "babilong", "gsm_infinite", "babilong"]  # 2.67 : 1.33 -> 3 : 1
+    assert [t["task"] for t in rl] == ["babilong", "gsm_infinite", "babilong", "babilong", "gsm_infinite", "babilong"]
+    assert [t["task"] for t in held] == ["pi_llm"] * 3 + ["mrcr"] * 3
+    assert all((t["meta"]["keys"], t["meta"]["updates"]) == (2, 8) for t in held[:3])
+    assert not {t["id"] for t in held} & {t["id"] for t in train + rl}
+    assert all(t["meta"]["context_tokens"] == 300 for t in train if t["task"] == "babilong")
+
+    for bad, message in [({"heldout": ["pi_lm"]}, "unknown task family 'pi_lm'"),
+                         ({"train_mix": {"babilong": 0.0}}, "positive sum")]:
+        with pytest.raises(ValueError, match=message):
+            run_pipeline(PipelineConfig(name="bad", runs_dir=str(tmp_path), **bad), ["data"])
+    assert not (tmp_path / "bad").exists()
+
+
+def test_the_probe_chooses_the_recipe_that_fits_and_a_resumed_run_keeps_it(tmp_path, capsys, model_path):
+    """With `budget_minutes`, the probe's estimate is printed and saved; over budget the small recipe is followed
+    (its data is the small one's), and a resumed run follows the saved choice without probing again."""
+    from sculptor_rl.envs.tasks import load_tasks
+
+    small = {"train_tasks": 2, "task_params": {"keys": 1, "updates": 2}}
+    cfg = PipelineConfig(name="tight", runs_dir=str(tmp_path), task_params={"keys": 2, "updates": 4}, train_tasks=4,
+                         eval_tasks=2, rl_tasks=2, budget_minutes=0.01, small_recipe=small)
+    root = run_pipeline(cfg, ["data"])
+    out = capsys.readouterr().out
+    assert re.search(r"probe \(\d+ s, (bf16|fp32)\): a training step of \d+ tokens [\d.]+ s", out)
+    assert "estimated minutes, full recipe: data, teachers, collect 0.3, sft " in out
+    assert "estimated minutes, small recipe:" in out and "following the small recipe" in out
+    plan = json.loads((root / "plan.json").read_text())
+    assert plan["recipe"] == "small" and set(plan["estimate"]) == {"full", "small"}
+    full, reduced = plan["estimate"]["full"], plan["estimate"]["small"]
+    assert 0 < reduced["sft"] < full["sft"]  # half the teacher rollouts, shorter samples
+    assert len(load_tasks(root / "data" / "train.jsonl")) == 2
+
+    run_pipeline(cfg, ["data", "report"])
+    out = capsys.readouterr().out
+    assert "recipe: small, as chosen when this run started" in out and "probe (" not in out
+    assert "Recipe: **small** (budget 0.01 minutes)" in (root / "report.md").read_text()
+
+
+
+def test_estimate_is_the_probe_times_the_recipe_times_the_reference_ratios():
+    from sculptor_rl.probe import REFERENCE, Probe, RecipeShape, estimate
+
+    p = Probe("fp32", train_tokens=1000, train_s=2.0, prompt_tokens=2000, forward_s=0.5, seconds=9.0)
+    shape = RecipeShape(samples_per_rollout=3.0, sample_tokens=1500, prompt_tokens=1000)
+    got = estimate(p, shape, train_tasks=10, epochs=2, rl_steps=4, eval_runs={"once": 300, "tools": 200})
+    start = REFERENCE["engine_start"] * 0.5
+    assert got["sft"] == pytest.approx(10 * 3 * 2 * REFERENCE["sft_step"] * 3.0)
+    assert got["rl"] == pytest.approx(start + 4 * REFERENCE["rl_step"] * 3.0)
+    assert got["eval"] == pytest.approx(start + (300 * REFERENCE["eval_once"] + 200 * REFERENCE["eval_tools"]) * 0.25)
+    assert estimate(p, shape, 10, 2, 0, {"once": 1})["rl"] == 0.0

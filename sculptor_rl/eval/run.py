@@ -53,6 +53,9 @@ class EvalConfig(LoopConfig, RewardConfig, LLMSettings):
     environment_params: dict = field(default_factory=dict)  # merged over each mode's own (memtool: limit, ...)
     tasks: list[str] | None = None  # families to evaluate (filters --data too); None: the env's, or all in data
     modes: list[str] | None = None  # None: all of the env's (acm: acm,full,truncate,bm25; memtool: its three)
+    # the modes of the models after the first (checkpoints trained from it: Table 2 runs the baselines on the base
+    # model only); None: `modes`
+    checkpoint_modes: list[str] | None = None
     num: int | None = None  # tasks per family (split over its sizes); None: 8 generated, all loaded
     sizes: dict[str, list[dict]] = field(default_factory=dict)  # per family: generator params, one per bucket
     data: str | None = None  # users' tasks (.jsonl, .parquet or a datasets name) instead of generated ones
@@ -116,9 +119,11 @@ def model_labels(models: list[str | None]) -> list[str]:
 def _check(cfg: EvalConfig) -> None:
     env = cfg.environment
     modes, families = env_class(env).eval_modes(), env_class(env).task_families
-    for mode in cfg.modes:
+    for mode in [*cfg.modes, *(cfg.checkpoint_modes or [])]:
         if mode not in modes:
             raise ValueError(f"unknown mode {mode!r} of environment {env} (known: {', '.join(modes)})")
+    if cfg.checkpoint_modes is not None and not set(cfg.checkpoint_modes) <= set(cfg.modes):
+        raise ValueError(f"checkpoint_modes {cfg.checkpoint_modes} must be among modes {cfg.modes}")
     for task in [*([] if cfg.data else cfg.tasks), *cfg.sizes]:  # loaded records: any family or benchmark
         if task not in families:
             raise ValueError(f"unknown task {task!r} for environment {env} (known: {', '.join(families)})")
@@ -305,14 +310,15 @@ def evaluate(cfg: EvalConfig, engine=None) -> dict:
     out = Path(cfg.out)
     runs, labels = [], model_labels(cfg.models)
     live, live_path = engine, None  # an engine we started stays up for the next model when its weights fit
-    for label, model in zip(labels, cfg.models):
+    for k, (label, model) in enumerate(zip(labels, cfg.models)):
         path, fmt = resolve_model(model), formats[model]
-        run_dirs = {mode: out / "runs" / re.sub(r"[^\w.-]+", "_", label) / mode for mode in cfg.modes}
-        settings = {mode: _fingerprint(cfg, path, mode, tasks) for mode in cfg.modes}
-        done = {mode: s for mode in cfg.modes if (s := _saved(run_dirs[mode], settings[mode]))}
+        modes = cfg.modes if k == 0 or cfg.checkpoint_modes is None else cfg.checkpoint_modes
+        run_dirs = {mode: out / "runs" / re.sub(r"[^\w.-]+", "_", label) / mode for mode in modes}
+        settings = {mode: _fingerprint(cfg, path, mode, tasks) for mode in modes}
+        done = {mode: s for mode in modes if (s := _saved(run_dirs[mode], settings[mode]))}
         for mode in done:
             log.info("%s / %s: results in %s; skipping", label, mode, run_dirs[mode])
-        todo = [mode for mode in cfg.modes if mode not in done]
+        todo = [mode for mode in modes if mode not in done]
         if todo:
             if engine is None and live is not None and live_path != path:  # an engine we started, on another model
                 if hasattr(live, "reload_weights") and reloadable(live_path, path):
@@ -341,7 +347,7 @@ def evaluate(cfg: EvalConfig, engine=None) -> dict:
                 if engine is None:
                     shutdown(live)
                 raise
-        runs += [done[mode] for mode in cfg.modes]
+        runs += [done[mode] for mode in modes]
     if engine is None and live is not None:
         shutdown(live)
         _free_memory()
