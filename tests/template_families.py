@@ -175,7 +175,8 @@ _add(Family(
     kwargs_variants=[{"enable_thinking": True}, {"enable_thinking": False}],
     notes=("Thinking ON by default: generation prompt ends with '<think>\\n'. Tool calls use the "
            "Qwen3-Coder XML format; arguments must be a mapping. Strips reasoning before the last "
-           "user query like Qwen3. Raises on: no user message ('No user query found in messages.'), "
+           "user query like Qwen3 (variant qwen3_5_append_only keeps it). Raises on: no user "
+           "message ('No user query found in messages.'), "
            "system message not first, unknown role, unexpected content types."),
     example_completion=("\n</think>\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
                         "</parameter>\n</function>\n</tool_call><|im_end|>"),
@@ -313,6 +314,8 @@ _add(Family(
     tools_via="tools= argument ([AVAILABLE_TOOLS] before the last user message)",
     kwargs_variants=[{}],
     notes=("Default system prompt with strftime_now date when none given (date-dependent output). "
+           "[AVAILABLE_TOOLS] goes before the LAST user message, so it moves once a second one follows "
+           "(variant mistral_small_3_2_append_only keeps it with the first, and text before [TOOL_CALLS]). "
            "Re-renders a call as [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{json}; 9-char alphanumeric "
            "ids required (raises otherwise) for calls and tool messages; roles must alternate "
            "(raises). Tool result: [TOOL_RESULTS]ID[TOOL_CONTENT]content[/TOOL_RESULTS]. vLLM's "
@@ -340,7 +343,9 @@ _add(Family(
     notes=("System message always rendered with strftime_now date (date-dependent). Only the "
            "FIRST tool call of an assistant message is rendered (tool_calls[0]); the rest are "
            "silently dropped. Reasoning goes in message['thinking'] (analysis channel) and is "
-           "dropped for turns before the last final answer. Raises if both content and thinking "
+           "dropped for turns before the last final answer; a final answer ends in <|return|> only as the "
+           "conversation's last message (<|end|> in history). Variant gpt_oss_append_only keeps both, and "
+           "reads reasoning_content where thinking is absent. Raises if both content and thinking "
            "are set on a tool-call message, if content/thinking contains <|channel|>, or if a "
            "tool message has no preceding tool call; content=None raises TypeError. Template "
            "renders '<|start|>assistant to=functions.NAME<|channel|>commentary json<|message|>' "
@@ -451,7 +456,8 @@ _add(Family(
            "others tojson); arguments must be a mapping -- this llama.cpp edit raises "
            "'Invalid tool call arguments passed: ...' for a string (the official one fails in "
            ".items()). Assistant turn always gets '<think></think>' unless it follows the last "
-           "user message and has reasoning_content. content=None renders the literal text 'None' "
+           "user message and has reasoning_content (variant glm4_6_append_only keeps every turn's). "
+           "content=None renders the literal text 'None' "
            "(pass ''). enable_thinking=False appends '/nothink' to user messages and '<think>"
            "</think>' to the generation prompt. Tool messages -> <|observation|> + "
            "<tool_response>. The model ends a call turn by generating <|observation|>."),

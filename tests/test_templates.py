@@ -42,7 +42,9 @@ REFUSED = {"mistral_nemo", "deepseek_v3", "deepseek_r1"}
 # the append-only variants shipped in sculptor_rl/agent/templates/, and the family each is a variant of
 VARIANTS = {"qwen3_append_only": "qwen3", "mistral_nemo_append_only": "mistral_nemo",
             "deepseek_v3_append_only": "deepseek_v3", "deepseek_r1_append_only": "deepseek_r1",
-            "deepseek_v3_1_append_only": "deepseek_v3_1", "hermes3_append_only": "hermes3"}
+            "deepseek_v3_1_append_only": "deepseek_v3_1", "hermes3_append_only": "hermes3",
+            "qwen3_5_append_only": "qwen3_5", "mistral_small_3_2_append_only": "mistral_small_3_2",
+            "gpt_oss_append_only": "gpt_oss", "glm4_6_append_only": "glm4_6"}
 CALLING = [name for name, f in FAMILIES.items() if f.tool_format in PARSER and name not in REFUSED]
 # (family, template: None for the official one or a variant's name, kwargs)
 CASES = ([(name, None, kwargs) for name in CALLING for kwargs in FAMILIES[name].kwargs_variants or [{}]]
@@ -184,8 +186,9 @@ def test_a_variant_splits_only_where_the_context_changes_and_starts_as_the_offic
     """A variant's samples are exactly the context modifications + 1; its first prompt of every task is the
     official template's, token for token (only how history is kept differs); and the official template it replaces
     splits more on this workload (Qwen3, DeepSeek-V3.1 thinking), refuses the teacher (Mistral Nemo, DeepSeek-V3,
-    R1), or splits as much here (DeepSeek-V3.1 non-thinking; Hermes 3, whose re-rendering follows read-only calls:
-    `test_history_table`'s last column)."""
+    R1), or splits as much here (DeepSeek-V3.1 non-thinking; Hermes 3, whose re-rendering follows read-only calls;
+    Qwen3.5, Mistral Small 3.2, gpt-oss, GLM-4.6, which re-render across a second user query: `test_history_table`'s
+    last column)."""
     fmt, official = chat_format(name, kwargs, variant), chat_format(name, kwargs)
     steps, modified, samples = counts(fmt)
     assert samples == modified < steps
@@ -199,7 +202,7 @@ def test_a_variant_splits_only_where_the_context_changes_and_starts_as_the_offic
     elif name == "qwen3" or kwargs.get("thinking"):
         assert counts(official)[2] > samples  # Qwen3 (both modes), DeepSeek-V3.1 thinking re-render history
     else:
-        assert counts(official)[2] == samples  # DeepSeek-V3.1 non-thinking: the official is append-only already
+        assert counts(official)[2] == samples  # one query each: the official re-renders only across a new one
 
 
 class Reasoning:
@@ -217,7 +220,10 @@ class Reasoning:
 
 THINKING = [("qwen3_append_only", "qwen3", {"enable_thinking": True}),
             ("deepseek_r1_append_only", "deepseek_r1", {}),
-            ("deepseek_v3_1_append_only", "deepseek_v3_1", {"thinking": True})]
+            ("deepseek_v3_1_append_only", "deepseek_v3_1", {"thinking": True}),
+            ("qwen3_5_append_only", "qwen3_5", {"enable_thinking": True}),
+            ("glm4_6_append_only", "glm4_6", {"enable_thinking": True}),
+            ("gpt_oss_append_only", "gpt_oss", {})]
 
 
 @pytest.mark.parametrize("variant, name, kwargs", THINKING, ids=[v for v, _, _ in THINKING])
@@ -225,25 +231,26 @@ def test_thinking_variants_keep_the_reasoning_as_written(variant, name, kwargs):
     """Turns with reasoning, in a thinking mode: the variant renders each turn's reasoning where the model wrote it
     (after the generation prompt's think opening), the parser reads it back, and history keeps it, so samples are
     still exactly the context modifications + 1 (DeepSeek-V3.1's official template drops it from history and
-    splits more; R1's refuses the teacher)."""
+    splits more; R1's refuses the teacher; gpt-oss's reads only `thinking`, so it shows no reasoning at all)."""
     fmt = chat_format(name, kwargs, variant)
-    steps, modified, samples = counts(fmt, Reasoning(ScriptedTeacher(tasks(), fmt.one_call_per_turn)))
+    teacher = functools.partial(ScriptedTeacher, tasks(), fmt.one_call_per_turn)  # gpt-oss renders one call a turn
+    steps, modified, samples = counts(fmt, Reasoning(teacher()))
     assert samples == modified
-    trajs = run_rollouts(tasks()[:1], Reasoning(ScriptedTeacher(tasks(), False)), fmt, make_env_factory("acm"), LOOP,
-                         progress=False)
+    trajs = run_rollouts(tasks()[:1], Reasoning(teacher()), fmt, make_env_factory("acm"), LOOP, progress=False)
     shown = fmt.decode(trajs[0].steps[-1].prompt_ids)
     assert "I look at it first." in shown  # the reasoning of earlier turns is still in the last prompt
     if name == "deepseek_v3_1":  # the official one renders '</think>' where the turn had its reasoning
         official = chat_format(name, kwargs)
-        assert counts(official, Reasoning(ScriptedTeacher(tasks(), False)))[2] > samples
-    elif name == "qwen3":  # the official one keeps a non-empty think block after the last user query: as many
-        official = chat_format(name, kwargs)  # samples on one query (it drops them once a new query follows)
-        assert counts(official, Reasoning(ScriptedTeacher(tasks(), False)))[2] == samples
+        assert counts(official, Reasoning(teacher()))[2] > samples
+    elif name != "deepseek_r1":  # Qwen3, Qwen3.5, GLM-4.6 keep the reasoning after the last user query, gpt-oss
+        official = chat_format(name, kwargs)  # shows none (it reads `thinking`): as many samples on one query
+        assert counts(official, Reasoning(teacher()))[2] == samples
 
 
 def _conversation(thinking: bool, one_call: bool = False) -> list[dict]:
     """Two user turns, calls one and two at a time (one at a time where the template renders one), each answered;
-    reasoning on every assistant turn in thinking mode; ids as the loop numbers them."""
+    reasoning on every assistant turn in thinking mode; ids as the loop numbers them; then a third user query (what
+    follows the last answer)."""
     def call(k, *names):
         return {"role": "assistant", "content": "", "tool_calls": [
             {"id": f"call{k + j:05d}", "type": "function", "function": {"name": n, "arguments": {"city": "Paris"}}}
@@ -261,7 +268,7 @@ def _conversation(thinking: bool, one_call: bool = False) -> list[dict]:
               else [call(1, "get_weather", "get_time"), out(1, "get_weather"), out(2, "get_time")]),
             answer("Sunny."), {"role": "user", "content": "And tomorrow?"}, call(3, "get_weather"),
             out(3, "get_weather"),
-            answer("Rain.")]
+            answer("Rain."), {"role": "user", "content": "Thanks. And the day after?"}]
 
 
 _WEATHER = [{"type": "function", "function": {"name": n, "description": n, "parameters": {
@@ -269,10 +276,12 @@ _WEATHER = [{"type": "function", "function": {"name": n, "description": n, "para
 
 
 def re_rendered_turns(fmt: ChatFormat, name: str, kwargs: dict) -> list[int]:
-    """The assistant turns of `_conversation` (reasoning where the mode thinks) after which the next prompt does not
-    begin with the last prompt + the turn as the model wrote it there; each turn's calls and reasoning are checked
-    to parse back as made. A ValueError where the template cannot render a turn on its own (refused)."""
-    thinking = kwargs.get("enable_thinking", kwargs.get("thinking", name == "deepseek_r1"))
+    """The assistant turns of `_conversation` (reasoning where the mode thinks; gpt-oss and DeepSeek-R1 always think)
+    after which the next prompt does not begin with the last prompt + the turn as the model wrote it there; each
+    turn's calls and reasoning are checked to parse back as made. After the last answer the next prompt is the third
+    user query's, not a generation prompt right after the answer (GLM ends an answer with the next user turn's
+    `<|user|>`). A ValueError where the template cannot render a turn on its own (refused)."""
+    thinking = kwargs.get("enable_thinking", kwargs.get("thinking", name in ("deepseek_r1", "gpt_oss")))
     messages, bad = _conversation(bool(thinking), fmt.one_call_per_turn), []
     for k, message in enumerate(messages):
         if message["role"] != "assistant":
@@ -330,6 +339,8 @@ def test_history_table():
     nothink = ("qwen3", "official", "{'enable_thinking': False}")
     assert by[nothink][8] == by[nothink][6]  # splits at every step
     assert all(r[8] == r[7] and r[9] == "append-only" for r in rows if r[1] != "official")  # the variants
+    for variant, name in VARIANTS.items():  # each replaces an official that re-renders history or refuses
+        assert any(r[9] != "append-only" for r in rows if r[0] == name and r[1] == "official"), variant
 
 
 def test_samples_of_another_tokenizer_are_refused(fmt, tmp_path):

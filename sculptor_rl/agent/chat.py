@@ -24,7 +24,15 @@ only what re-renders (every change is commented at the top of its file):
 - `deepseek_v3_1_append_only`: in thinking mode a turn keeps its `<think>` reasoning (the official renders
   `</think>` in its place, where the generation prompt had `<think>`);
 - `hermes3_append_only`: a tool response is closed as the generation prompt after it showed it (the official adds a
-  newline before `<|im_end|>` once a message follows, so a step after a read-only call re-renders).
+  newline before `<|im_end|>` once a message follows, so a step after a read-only call re-renders);
+- `qwen3_5_append_only`: every assistant turn keeps its think block (the official drops it before the last user
+  query, so a second query re-renders every earlier turn);
+- `mistral_small_3_2_append_only`: the tools stay with the first user message (the official moves them before the
+  last one); text written before `[TOOL_CALLS]` is kept;
+- `gpt_oss_append_only`: every turn keeps its analysis (`thinking`, else `reasoning_content`) and a final answer its
+  `<|return|>` (the official drops earlier analysis and ends earlier answers in `<|end|>`, by harmony's design);
+- `glm4_6_append_only`: every assistant turn keeps its reasoning (the official renders `<think></think>` for turns
+  before the last user message).
 """
 
 from __future__ import annotations
@@ -41,7 +49,9 @@ __all__ = ["ChatFormat", "TEMPLATE_VARIANTS", "load_template"]
 
 # Append-only variants of official templates that re-render history (shipped in sculptor_rl/agent/templates/)
 TEMPLATE_VARIANTS = ("qwen3_append_only", "mistral_nemo_append_only", "deepseek_v3_append_only",
-                     "deepseek_r1_append_only", "deepseek_v3_1_append_only", "hermes3_append_only")
+                     "deepseek_r1_append_only", "deepseek_v3_1_append_only", "hermes3_append_only",
+                     "qwen3_5_append_only", "mistral_small_3_2_append_only", "gpt_oss_append_only",
+                     "glm4_6_append_only")
 _NO_CALLS = ("this chat template renders no tool calls of an assistant turn (Phi-4-mini's and SmolLM3's official "
              "ones render none)")
 _PROBE_TOOL = {"type": "function", "function": {"name": "probe_tool_zq", "description": "probe",
