@@ -476,6 +476,8 @@ def part2_config(path: Path) -> dict:
     import yaml
 
     cfg = yaml.safe_load((ROOT / "configs" / "quickstart.yaml").read_text())
+    for key in ("budget_minutes", "small_recipe"):  # the CPU's time budget: this check sizes its own run
+        cfg.pop(key, None)
     eval_tasks = env_int("EVAL_TASKS", 32, 2)
     cfg.update(name="quickstart_gpu" if not TINY else "quickstart_tiny", runs_dir=str(RUNS),
                eval_tasks=eval_tasks, train_tasks=env_int("TRAIN_TASKS", cfg["train_tasks"], 2),

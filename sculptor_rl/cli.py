@@ -357,8 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
     template = argparse.ArgumentParser(add_help=False)
     template.add_argument("--chat-template", default=None, metavar="FILE|VARIANT",
                           help="a chat template file, or a named append-only variant (agent.chat.TEMPLATE_VARIANTS: "
-                               "qwen3_, mistral_nemo_, deepseek_v3_, deepseek_r1_, deepseek_v3_1_, hermes3_append_only); "
-                               "default: the model's own")
+                               "qwen3_, qwen3_5_, mistral_nemo_, mistral_small_3_2_, deepseek_v3_, deepseek_r1_, "
+                               "deepseek_v3_1_, hermes3_, gpt_oss_, glm4_6_append_only); default: the model's own")
     template.add_argument("--chat-template-kwarg", type=_param, action="append", default=[], metavar="K=V",
                           help="passed to the chat template, e.g. enable_thinking=false (repeatable)")
     template.add_argument("--parser", default=None, help="the tool-call format: auto (the chat template's) or "

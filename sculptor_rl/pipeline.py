@@ -360,6 +360,11 @@ def choose_recipe(cfg: PipelineConfig) -> PipelineConfig:
     and the estimates are saved in the run folder (`plan.json`), so a resumed run keeps them."""
     if cfg.budget_minutes is None:
         return cfg
+    import torch
+
+    if torch.cuda.is_available():  # the probe times the CPU stack
+        log.info("budget_minutes: the probe times CPU runs; on this GPU the recipe runs as configured")
+        return cfg
     path = Path(cfg.runs_dir) / cfg.name / "plan.json"
     if path.exists():
         recipe = json.loads(path.read_text())["recipe"]

@@ -31,7 +31,7 @@ def test_part2_config_runs_rl_and_eval_on_the_hf_engine_on_the_gpu(monkeypatch, 
     assert cfg.rl["use_cpu"] is False and cfg.sft["use_cpu"] is False
     assert (cfg.task, cfg.task_params, cfg.train_tasks) == (quickstart["task"], quickstart["task_params"],
                                                            quickstart["train_tasks"])
-    assert cfg.eval_tasks == 32 and cfg.runs_dir == str(tmp_path / "runs")
+    assert cfg.eval_tasks == 32 and cfg.runs_dir == str(tmp_path / "runs") and cfg.budget_minutes is None
     # the RL stage's config as the pipeline builds it (rl_config, then the overrides) passes the trainer's checks
     values = {**yaml.safe_load((BENCH.parent / cfg.rl_config).read_text()), **cfg.rl, "use_cpu": True}
     rl = SculptorGRPOConfig(**{**values, "output_dir": str(tmp_path / "rl"), "tasks": "x.jsonl"})

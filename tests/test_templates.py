@@ -373,3 +373,15 @@ def test_samples_of_another_tokenizer_are_refused(fmt, tmp_path):
     other = rollouts(chat_format("qwen2_5", {}))
     with pytest.raises(TokenizerMismatch, match="samples of one file must share a tokenizer"):
         policy_samples([*trajs, *other])
+
+
+def test_the_cli_help_names_every_variant():
+    import argparse
+
+    from sculptor_rl.agent.chat import TEMPLATE_VARIANTS
+    from sculptor_rl.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    text = " ".join(sub.choices["collect"].format_help().split())
+    for variant in TEMPLATE_VARIANTS:
+        assert variant.removesuffix("append_only") in text, variant
