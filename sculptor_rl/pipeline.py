@@ -15,13 +15,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import check_values, load_config
 from .jsonl import write_atomic
-from .probe import Probe
+from .probe import Probe, RecipeShape
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +108,10 @@ class PipelineConfig:
     def estimate(self, times: Probe | None = None) -> tuple[dict[str, float], Probe]:
         """Each stage's estimated seconds on this machine, and the probe's timings (probed now unless given)."""
         from .envs.tasks import generate
-        from .probe import estimate, probe, recipe_shape
+        from .probe import estimate, probe
 
         heldout = [r for f in self.eval_families for r in generate(f, 1, self.seed + 1000, **self.params(f))]
-        shape = recipe_shape(self.mixed(4, self.seed), heldout, self.model)
+        shape = recipe_shape(self, self.mixed(4, self.seed), heldout)
         times = times or probe(self.model, shape.sample_tokens, shape.prompt_tokens)
         sft, rl = (_section(path, over) for path, over in ((self.sft_config, self.sft), (self.rl_config, self.rl)))
         modes = self.eval.get("modes", EVAL_MODES)
@@ -134,6 +135,24 @@ class PipelineConfig:
         # interleave by position within each family's list: the i-th task of a family sits at (i + 0.5) / n
         keyed = [((i + 0.5) / len(rs), f, r) for f, rs in lists.items() for i, r in enumerate(rs)]
         return [r for _, _, r in sorted(keyed, key=lambda x: x[:2])]
+
+
+def recipe_shape(cfg: PipelineConfig, train: list[dict], heldout: list[dict]) -> RecipeShape:
+    """The scripted teacher on `train` (a few tasks) gives samples per rollout and their length; `heldout`'s first
+    prompts give the eval's prompt length."""
+    from .agent.chat import ChatFormat
+    from .models import resolve_model
+    from .rollout import rollout
+    from .samples import policy_samples
+
+    teacher = _teacher(cfg)
+    fmt = ChatFormat.of(resolve_model(cfg.model), teacher)
+    trajs = rollout(train, teacher, fmt=fmt, progress=False)
+    samples = policy_samples(trajs, fmt.provenance)
+    prompts = [t.steps[0].prompt_ids for t in rollout(heldout, teacher, fmt=fmt, progress=False) if t.steps]
+    return RecipeShape(samples_per_rollout=len(samples) / max(len(trajs), 1),
+                       sample_tokens=round(statistics.mean(len(s.input_ids) for s in samples)),
+                       prompt_tokens=round(statistics.mean(len(p) for p in prompts)))
 
 
 def _section(path: str, overrides: dict) -> dict:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 
-__all__ = ["REFERENCE", "Probe", "RecipeShape", "estimate", "probe", "recipe_shape"]
+__all__ = ["REFERENCE", "Probe", "RecipeShape", "estimate", "probe"]
 
 # What each stage costs in units of the probe, from `sculptor-rl pipeline --config configs/quickstart.yaml` on a
 # 2-core AMD EPYC with AVX512-BF16 (bf16), its probe in the same run (docs/cpu.md, "The quickstart's estimate"):
@@ -47,29 +47,12 @@ class Probe:
 
 @dataclass
 class RecipeShape:
-    """What the recipe's stages will do, from the scripted teacher on a few of its tasks."""
+    """What the recipe's stages will do, from the scripted teacher on a few of its tasks (the pipeline's
+    `recipe_shape`)."""
 
     samples_per_rollout: float
     sample_tokens: int  # mean tokens of an SFT sample
     prompt_tokens: int  # mean tokens of a held-out task's first prompt
-
-
-def recipe_shape(train: list[dict], heldout: list[dict], model: str | None) -> RecipeShape:
-    """The scripted teacher on `train` (a few tasks) gives samples per rollout and their length; `heldout`'s first
-    prompts give the eval's prompt length."""
-    from .agent.chat import ChatFormat
-    from .models import resolve_model
-    from .rollout import RolloutConfig, rollout
-    from .samples import policy_samples
-
-    fmt = ChatFormat.from_pretrained(resolve_model(model))
-    cfg = RolloutConfig(engine="scripted", model=model)
-    trajs = rollout(train, cfg, fmt=fmt, progress=False)
-    samples = policy_samples(trajs, fmt.provenance)
-    prompts = [t.steps[0].prompt_ids for t in rollout(heldout, cfg, fmt=fmt, progress=False) if t.steps]
-    return RecipeShape(samples_per_rollout=len(samples) / max(len(trajs), 1),
-                       sample_tokens=round(statistics.mean(len(s.input_ids) for s in samples)),
-                       prompt_tokens=round(statistics.mean(len(p) for p in prompts)))
 
 
 def probe(model: str | None, train_tokens: int, prompt_tokens: int, repeats: int = 2) -> Probe:

@@ -4,7 +4,7 @@ with `ast` (lazy imports too).
 From the bottom (layer 0): the tool-call formats, the record format and the other plain data/IO modules ·
 (1) `acm`, the shared task data (`longcontext`, `memory`), `engines` · (2) `envs`: the contract, registry, reward
 and task dispatch, and one package per environment · (3) `agent` (the loop) · (4) `samples`, `metrics` ·
-(5) `train`, `eval`, `serve`, `rollout`, `slurm`, `crossepisode` · (6) `pipeline` · (7) `cli`.
+(5) `train`, `eval`, `serve`, `rollout`, `slurm`, `crossepisode`, `probe` · (6) `pipeline` · (7) `cli`.
 
 A module belongs to the unit of the longest prefix in `LAYERS` that names it. An import goes to a unit of a lower
 layer or stays in its own unit; between two units of one layer it is an error (layer 0's modules excepted, and
@@ -37,7 +37,7 @@ LAYERS = {
     "envs.toolmem": 2,
     "agent": 3,
     "samples": 4, "metrics": 4,
-    "train": 5, "eval": 5, "serve": 5, "rollout": 5, "slurm": 5, "crossepisode": 5,
+    "train": 5, "eval": 5, "serve": 5, "rollout": 5, "slurm": 5, "crossepisode": 5, "probe": 5,
     "pipeline": 6,
     "cli": 7,
 }
