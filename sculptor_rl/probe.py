@@ -21,16 +21,19 @@ log = logging.getLogger(__name__)
 
 __all__ = ["REFERENCE", "Probe", "RecipeShape", "estimate", "probe"]
 
-# What each stage costs in units of the probe, from `sculptor-rl pipeline --config configs/quickstart.yaml` on a
-# 2-core AMD EPYC with AVX512-BF16 (bf16), its probe in the same run (docs/cpu.md, "The quickstart's estimate"):
-# - sft_step: seconds per SFT sample / the probe's training step at the samples' mean length;
-# - rl_step: seconds per GSPO step of 4 rollouts (generation, training, weight reload) / the probe's training step;
-# - engine_start: seconds to start an engine (vLLM: load, warm-up) / the probe's forward;
-# - eval: seconds per held-out task / the probe's forward at the tasks' mean prompt length, per kind of run: a
-#   model that does not call the tools (the base model, the no-tool modes) reads the context once, a trained one
-#   re-reads it after each context change.
-TRAINED_TOKENS = 64  # a sample's completion: what the LM head runs on
-REFERENCE = {"sft_step": 1.0, "rl_step": 5.6, "engine_start": 36.0, "eval_once": 0.35, "eval_tools": 0.88}
+# What each stage costs in units of the probe, measured on a 2-core AMD EPYC with AVX512-BF16 (bf16), 2026-11-27
+# (docs/cpu.md, "The quickstart's time on this machine"):
+# - sft_step: seconds per SFT sample / the probe's training step at the samples' mean length: 1.00 there
+#   (`bench/probe_check.py`), 0.97 and 1.03 on an AMX Xeon natively and as an AVX2-only CPU;
+# - rl_step: seconds per GSPO step of 4 rollouts (generation, training, weight reload) / the probe's training step:
+#   the paper protocol's GSPO stage (4 steps, engine start taken out);
+# - engine_start: seconds to start a vLLM engine / the probe's forward;
+# - eval: seconds per held-out task / the probe's forward at the tasks' mean prompt length, per kind of run: a model
+#   that does not call the tools (the base model, the no-tool modes) reads the context once (the protocol's base
+#   runs, 300 tasks per mode); a trained one re-reads it after each context change (2x the base's per task in the
+#   quickstart's measured eval on an AMX box).
+TRAINED_TOKENS = 64  # a sample's completion: what the LM head runs on in a training step
+REFERENCE = {"sft_step": 1.0, "rl_step": 6.7, "engine_start": 20.0, "eval_once": 0.65, "eval_tools": 1.3}
 
 
 @dataclass
