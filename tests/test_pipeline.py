@@ -123,3 +123,25 @@ def test_estimate_is_the_probe_times_the_recipe_times_the_reference_ratios():
     assert got["rl"] == pytest.approx(start + 4 * REFERENCE["rl_step"] * 3.0)
     assert got["eval"] == pytest.approx(start + (300 * REFERENCE["eval_once"] + 200 * REFERENCE["eval_tools"]) * 0.25)
     assert estimate(p, shape, 10, 2, 0, {"once": 1})["rl"] == 0.0
+
+
+def test_the_report_says_what_the_rl_stage_showed(tmp_path):
+    """The paired SFT → GSPO comparison in acm mode, said plainly: a gain where p < 0.05, else that the stage showed
+    the loop running end to end, not a gain."""
+    cfg = PipelineConfig(name="r", runs_dir=str(tmp_path))
+    (tmp_path / "r" / "eval").mkdir(parents=True)
+
+    def report(p):
+        acc = {"diff": 0.043, "ci": [0.014, 0.073], "p": p}
+        results = {"models": ["base", "sft/final", "rl/final"], "comparisons": [
+            {"mode": "full", "a": "sft/final", "b": "rl/final", "task": "pi_llm", "n": 9, "accuracy": acc},
+            {"mode": "acm", "a": "sft/final", "b": "rl/final", "task": "pi_llm", "n": 300, "accuracy": acc}]}
+        (tmp_path / "r" / "eval" / "results.json").write_text(json.dumps(results))
+        for done in (tmp_path / "r").glob("report/done.json"):
+            done.unlink()
+        return (run_pipeline(cfg, ["report"]) / "report.md").read_text()
+
+    assert ("GSPO changed held-out accuracy measurably over SFT: +4.3 points [+1.4, +7.3], p = 0.004 (paired, 300 "
+            "tasks)") in report(0.004)
+    assert "GSPO did not change held-out accuracy measurably over SFT: +4.3 points" in report(0.2)
+    assert "not a gain" in report(0.2)
