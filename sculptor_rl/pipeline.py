@@ -107,11 +107,9 @@ class PipelineConfig:
 
     def estimate(self, times: Probe | None = None) -> tuple[dict[str, float], Probe]:
         """Each stage's estimated seconds on this machine, and the probe's timings (probed now unless given)."""
-        from .envs.tasks import generate
         from .probe import estimate, probe
 
-        heldout = [r for f in self.eval_families for r in generate(f, 1, self.seed + 1000, **self.params(f))]
-        shape = recipe_shape(self, self.mixed(4, self.seed), heldout)
+        shape = recipe_shape(self, self.mixed(4, self.seed), self.heldout_tasks(1))
         times = times or probe(self.model, shape.sample_tokens, shape.prompt_tokens)
         sft, rl = (_section(path, over) for path, over in ((self.sft_config, self.sft), (self.rl_config, self.rl)))
         modes = self.eval.get("modes", EVAL_MODES)
@@ -120,6 +118,12 @@ class PipelineConfig:
         runs = {"once": n * (len(modes) + 2 * sum(m != "acm" for m in later)), "tools": n * 2 * ("acm" in later)}
         return estimate(times, shape, self.train_tasks, sft.get("num_train_epochs", 3), rl.get("max_steps", 0),
                         runs), times
+
+    def heldout_tasks(self, num: int) -> list[dict]:
+        """`num` held-out tasks of each evaluated family (another seed than training's: no task is shared)."""
+        from .envs.tasks import generate
+
+        return [r for f in self.eval_families for r in generate(f, num, self.seed + 1000, **self.params(f))]
 
     def mixed(self, num: int, seed: int) -> list[dict]:
         """`num` tasks of the training mix: each family's share by its weight (largest remainders), interleaved so
@@ -199,9 +203,7 @@ def _data(cfg: PipelineConfig):
 
     def run(out: Path) -> dict:
         write_jsonl(cfg.mixed(cfg.train_tasks, cfg.seed), out / "train.jsonl")
-        # held-out tasks: another seed, so no task is shared with training
-        heldout = [r for f in cfg.eval_families for r in generate(f, cfg.eval_tasks, cfg.seed + 1000, **cfg.params(f))]
-        write_jsonl(heldout, out / "eval.jsonl")
+        write_jsonl(cfg.heldout_tasks(cfg.eval_tasks), out / "eval.jsonl")
         write_jsonl(cfg.mixed(cfg.rl_tasks, cfg.seed + 3000), out / "rl.jsonl")
         for family in FAMILIES:
             write_jsonl(generate(family, cfg.teacher_tasks, cfg.seed + 2000), out / f"teacher_{family}.jsonl")
