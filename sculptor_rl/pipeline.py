@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from .probe import Probe, RecipeShape
 log = logging.getLogger(__name__)
 
 EVAL_MODES = ["acm", "full"]  # the eval stage's modes where the config's `eval` names none
+CHECKPOINTS = ["sft", "rl"]  # the stages whose final checkpoints the eval stage can evaluate
 
 
 @dataclass
@@ -55,6 +57,8 @@ class PipelineConfig:
     rl_config: str = "configs/acm/rl_quickstart_cpu.yaml"
     rl: dict = field(default_factory=dict)  # SculptorGRPOConfig fields overriding rl_config
     eval: dict = field(default_factory=dict)  # EvalConfig fields (modes, checkpoint_modes, temperature, ...)
+    # the trained checkpoints the eval stage compares with the base model on the held-out tasks
+    eval_checkpoints: list[str] = field(default_factory=lambda: list(CHECKPOINTS))
     # Before the first stage a short probe prints each stage's estimated time on this machine (sculptor_rl/probe.py);
     # where the estimate exceeds `budget_minutes`, the fields of `small_recipe` replace these (a smaller recipe on a
     # slower CPU, said in the log and the report). The choice is saved in the run folder: a resumed run keeps it.
@@ -97,6 +101,8 @@ class PipelineConfig:
                 raise ValueError(f"unknown task family {family!r} (known: {', '.join(known)})")
         if any(w < 0 for w in self.mix.values()) or sum(self.mix.values()) <= 0:
             raise ValueError(f"train_mix: weights must be >= 0 with a positive sum, got {self.mix}")
+        if not set(self.eval_checkpoints) <= set(CHECKPOINTS):
+            raise ValueError(f"eval_checkpoints: a list of {', '.join(CHECKPOINTS)}, got {self.eval_checkpoints}")
 
     def replaced(self, changes: dict) -> "PipelineConfig":
         """This config with `changes` (fields; the `sft`, `rl`, `eval`, `task_params` and `family_params` sections
@@ -109,13 +115,15 @@ class PipelineConfig:
         """Each stage's estimated seconds on this machine, and the probe's timings (probed now unless given)."""
         from .probe import estimate, probe
 
-        shape = recipe_shape(self, self.mixed(4, self.seed), self.heldout_tasks(1))
+        shape = recipe_shape(self, self.mixed(4, self.seed), self.heldout_tasks(2))
         times = times or probe(self.model, shape.sample_tokens, shape.prompt_tokens)
         sft, rl = (_section(path, over) for path, over in ((self.sft_config, self.sft), (self.rl_config, self.rl)))
         modes = self.eval.get("modes", EVAL_MODES)
         later = self.eval.get("checkpoint_modes") or modes
         n = self.eval_tasks * len(self.eval_families)
-        runs = {"once": n * (len(modes) + 2 * sum(m != "acm" for m in later)), "tools": n * 2 * ("acm" in later)}
+        trained = len(self.eval_checkpoints)
+        runs = {"once": n * (len(modes) + trained * sum(m != "acm" for m in later)),
+                "tools": n * trained * ("acm" in later)}
         return estimate(times, shape, self.train_tasks, sft.get("num_train_epochs", 3), rl.get("max_steps", 0),
                         runs), times
 
@@ -154,9 +162,11 @@ def recipe_shape(cfg: PipelineConfig, train: list[dict], heldout: list[dict]) ->
     trajs = rollout(train, teacher, fmt=fmt, progress=False)
     samples = policy_samples(trajs, fmt.provenance)
     prompts = [t.steps[0].prompt_ids for t in rollout(heldout, teacher, fmt=fmt, progress=False) if t.steps]
+    shared = len(os.path.commonprefix(prompts)) if len(prompts) > 1 else 0
     return RecipeShape(samples_per_rollout=len(samples) / max(len(trajs), 1),
                        sample_tokens=round(statistics.mean(len(s.input_ids) for s in samples)),
-                       prompt_tokens=round(statistics.mean(len(p) for p in prompts)))
+                       prompt_tokens=round(statistics.mean(len(p) for p in prompts)),
+                       prompt_new_tokens=round(statistics.mean(len(p) for p in prompts)) - shared)
 
 
 def _section(path: str, overrides: dict) -> dict:
@@ -353,6 +363,14 @@ def _rl_effect(run: Run) -> list[str]:
     results = run.dir("eval") / "results.json"
     if not results.exists():
         return []
+    if "rl" not in run.cfg.eval_checkpoints:
+        steps = _section(run.cfg.rl_config, run.cfg.rl).get("max_steps", "its")
+        return ["", "## What the RL stage showed", "", (
+            f"GSPO ran {steps} steps (its curves above: reward, accuracy and tool use per step): the stage shows "
+            "that the loop runs end to end (rollouts, rewards, updates, weight reloads). This recipe does not "
+            "evaluate its checkpoint on the held-out tasks: so few steps move accuracy by less than the intervals "
+            "can show, and the time goes to the SFT stage instead; docs/long-cpu-recipe.md has a run long enough "
+            "to measure GSPO's effect.")]
     results = json.loads(results.read_text())
     if len(results["models"]) < 3:
         return []
@@ -433,8 +451,9 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None) -> Path:
         "collect": lambda: _collect(cfg, run.dir("data")),
         "sft": lambda: _sft(cfg, run.dir("collect") / "samples.jsonl"),
         "rl": lambda: _rl(cfg, run.dir("sft") / "final", run.dir("data") / "rl.jsonl"),
-        "eval": lambda: _eval(cfg, {"base": cfg.model, "sft": str(run.dir("sft") / "final"),
-                                    "rl": str(run.dir("rl") / "final")}, run.dir("data") / "eval.jsonl"),
+        "eval": lambda: _eval(cfg, {"base": cfg.model, **{name: str(run.dir(name) / "final")
+                                                            for name in CHECKPOINTS if name in cfg.eval_checkpoints}},
+                              run.dir("data") / "eval.jsonl"),
         "report": lambda: _report(run),
     }
     for name in STAGES:

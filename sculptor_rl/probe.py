@@ -25,15 +25,17 @@ __all__ = ["REFERENCE", "Probe", "RecipeShape", "estimate", "probe"]
 # (docs/cpu.md, "The quickstart's time on this machine"):
 # - sft_step: seconds per SFT sample / the probe's training step at the samples' mean length: 1.00 there
 #   (`bench/probe_check.py`), 0.97 and 1.03 on an AMX Xeon natively and as an AVX2-only CPU;
-# - rl_step: seconds per GSPO step of 4 rollouts (generation, training, weight reload) / the probe's training step:
-#   the paper protocol's GSPO stage (4 steps, engine start taken out);
-# - engine_start: seconds to start a vLLM engine / the probe's forward;
-# - eval: seconds per held-out task / the probe's forward at the tasks' mean prompt length, per kind of run: a model
-#   that does not call the tools (the base model, the no-tool modes) reads the context once (the protocol's base
-#   runs, 300 tasks per mode); a trained one re-reads it after each context change (2x the base's per task in the
-#   quickstart's measured eval on an AMX box).
+# - rl_start, rl_step: the GSPO stage's set-up beside its engine (model, trainer, checkpoints) and seconds per step
+#   of 4 rollouts (generation, training, weight reload), in the probe's training steps: fitted to the paper
+#   protocol's stage (4 steps, 461 s) and the quickstart's small recipe (2 steps, 259 s);
+# - engine_start: seconds to start a vLLM engine / the probe's forward (71 s measured, 72 estimated);
+# - eval: seconds per held-out task / the probe's forward at the tasks' mean prompt length beyond the prefix they all
+#   share (the prefix cache computes that once), per kind of run: a model that does not call the tools (the base
+#   model, the no-tool modes) reads the context once (0.88 and 0.90 in the quickstart's and the protocol's base runs,
+#   100 and 300 tasks per mode); a trained one re-reads it after each context change (2x the base's acm run per task
+#   in the quickstart's measured eval on an AMX box).
 TRAINED_TOKENS = 64  # a sample's completion: what the LM head runs on in a training step
-REFERENCE = {"sft_step": 1.0, "rl_step": 6.7, "engine_start": 20.0, "eval_once": 0.65, "eval_tools": 1.3}
+REFERENCE = {"sft_step": 1.0, "rl_start": 8.5, "rl_step": 5.8, "engine_start": 20.0, "eval_once": 0.9, "eval_tools": 2.2}
 
 
 @dataclass
@@ -56,6 +58,8 @@ class RecipeShape:
     samples_per_rollout: float
     sample_tokens: int  # mean tokens of an SFT sample
     prompt_tokens: int  # mean tokens of a held-out task's first prompt
+    # ... less the prefix all of them share (the system turn and tools), which the engine's prefix cache computes once
+    prompt_new_tokens: int
 
 
 def probe(model: str | None, train_tokens: int, prompt_tokens: int, repeats: int = 2) -> Probe:
@@ -112,11 +116,11 @@ def estimate(p: Probe, shape: RecipeShape, train_tasks: int, epochs: float, rl_s
     "tools": a trained model with the tools). Data, teachers and collect are a few seconds of scripted rollouts."""
     # the probe ran at one length: other lengths scale linearly (attention's quadratic part is small at these)
     train_s = p.train_s * shape.sample_tokens / p.train_tokens
-    forward_s = p.forward_s * shape.prompt_tokens / p.prompt_tokens
+    forward_s = p.forward_s * shape.prompt_new_tokens / p.prompt_tokens
     engine_start = ref["engine_start"] * p.forward_s
     return {
         "data, teachers, collect": 20.0,
         "sft": train_tasks * shape.samples_per_rollout * epochs * ref["sft_step"] * train_s,
-        "rl": (engine_start + rl_steps * ref["rl_step"] * train_s) if rl_steps else 0.0,
+        "rl": (engine_start + (ref["rl_start"] + rl_steps * ref["rl_step"]) * train_s) if rl_steps else 0.0,
         "eval": engine_start + sum(n * ref[f"eval_{kind}"] * forward_s for kind, n in eval_runs.items()),
     }

@@ -116,11 +116,11 @@ def test_estimate_is_the_probe_times_the_recipe_times_the_reference_ratios():
     from sculptor_rl.probe import REFERENCE, Probe, RecipeShape, estimate
 
     p = Probe("fp32", train_tokens=1000, train_s=2.0, prompt_tokens=2000, forward_s=0.5, seconds=9.0)
-    shape = RecipeShape(samples_per_rollout=3.0, sample_tokens=1500, prompt_tokens=1000)
+    shape = RecipeShape(samples_per_rollout=3.0, sample_tokens=1500, prompt_tokens=1600, prompt_new_tokens=1000)
     got = estimate(p, shape, train_tasks=10, epochs=2, rl_steps=4, eval_runs={"once": 300, "tools": 200})
     start = REFERENCE["engine_start"] * 0.5
     assert got["sft"] == pytest.approx(10 * 3 * 2 * REFERENCE["sft_step"] * 3.0)
-    assert got["rl"] == pytest.approx(start + 4 * REFERENCE["rl_step"] * 3.0)
+    assert got["rl"] == pytest.approx(start + (REFERENCE["rl_start"] + 4 * REFERENCE["rl_step"]) * 3.0)
     assert got["eval"] == pytest.approx(start + (300 * REFERENCE["eval_once"] + 200 * REFERENCE["eval_tools"]) * 0.25)
     assert estimate(p, shape, 10, 2, 0, {"once": 1})["rl"] == 0.0
 
