@@ -91,7 +91,7 @@ def test_the_probe_chooses_the_recipe_that_fits_and_a_resumed_run_keeps_it(tmp_p
     (its data is the small one's), and a resumed run follows the saved choice without probing again."""
     from sculptor_rl.envs.tasks import load_tasks
 
-    small = {"train_tasks": 2, "task_params": {"keys": 1, "updates": 2}}
+    small = {"train_tasks": 2, "task_params": {"keys": 1, "updates": 2}, "eval_checkpoints": ["sft"]}
     cfg = PipelineConfig(name="tight", runs_dir=str(tmp_path), task_params={"keys": 2, "updates": 4}, train_tasks=4,
                          eval_tasks=2, rl_tasks=2, budget_minutes=0.01, small_recipe=small)
     root = run_pipeline(cfg, ["data"])
@@ -103,6 +103,7 @@ def test_the_probe_chooses_the_recipe_that_fits_and_a_resumed_run_keeps_it(tmp_p
     assert plan["recipe"] == "small" and set(plan["estimate"]) == {"full", "small"}
     full, reduced = plan["estimate"]["full"], plan["estimate"]["small"]
     assert 0 < reduced["sft"] < full["sft"]  # half the teacher rollouts, shorter samples
+    assert 0 < reduced["eval"] < full["eval"]  # shorter prompts, the GSPO checkpoint not evaluated
     assert len(load_tasks(root / "data" / "train.jsonl")) == 2
 
     run_pipeline(cfg, ["data", "report"])
@@ -145,3 +146,14 @@ def test_the_report_says_what_the_rl_stage_showed(tmp_path):
             "tasks)") in report(0.004)
     assert "GSPO did not change held-out accuracy measurably over SFT: +4.3 points" in report(0.2)
     assert "not a gain" in report(0.2)
+
+    cfg = PipelineConfig(name="r", runs_dir=str(tmp_path), rl={"max_steps": 2}, eval_checkpoints=["sft"])
+    text = report(0.2)
+    assert "GSPO ran 2 steps" in text and "does not evaluate its checkpoint on the held-out tasks" in text
+    assert "over SFT" not in text
+
+
+def test_eval_checkpoints_are_the_trained_stages_only():
+    PipelineConfig(eval_checkpoints=[]).check()  # the base model alone
+    with pytest.raises(ValueError, match=r"eval_checkpoints: a list of sft, rl, got \['base'\]"):
+        PipelineConfig(eval_checkpoints=["base"]).check()
