@@ -177,7 +177,7 @@ def test_a_stale_round_is_dropped(tmp_path):
         return f"trajectories of {rows}", 3  # 3 task groups
 
     rounds = (f"batch {k}" for k in range(100))
-    producer = RoundProducer(generate, rounds, 0, 1, published).start()
+    producer = RoundProducer(generate, rounds, 0, 3, 1, published).start()
     try:
         deadline = time.monotonic() + 30
         while producer.ready.qsize() < 2 and time.monotonic() < deadline:
@@ -191,6 +191,9 @@ def test_a_stale_round_is_dropped(tmp_path):
         assert (tmp_path / "engine-weights" / "step-000002" / "model.safetensors").exists()
         fresh, dropped, _ = producer.next_round(3)  # round 3: made by step 2's weights, 1 step old at step 3
         assert (fresh.index, fresh.version, dropped) == (3, 2, 0)
+        published.publish(model, 3)
+        producer.thread.join(timeout=30)  # round 3 was the last step's: the producer ends, making no round 4
+        assert not producer.thread.is_alive() and made == [0, 1, 2, 3] and producer.ready.empty()
     finally:
         producer.close()
     assert not producer.thread.is_alive()

@@ -40,12 +40,13 @@ class Round:
 
 
 class RoundProducer:
-    """Generates round after round from `rounds` (round `first` first) with `generate(rows, index) -> (result,
-    groups)` in a thread of its own, at most `max_staleness` rounds ahead of the published weights."""
+    """Generates round after round from `rounds` (round `first` first, round `last` last: the trainer's final
+    step, so no round is made only to be dropped) with `generate(rows, index) -> (result, groups)` in a thread of
+    its own, at most `max_staleness` rounds ahead of the published weights."""
 
     def __init__(self, generate: Callable[[object, int], tuple[object, int]], rounds: Iterator, first: int,
-                 max_staleness: int, weights: PublishedWeights):
-        self.generate, self.rounds, self.first = generate, rounds, first
+                 last: int, max_staleness: int, weights: PublishedWeights):
+        self.generate, self.rounds, self.first, self.last = generate, rounds, first, last
         self.max_staleness, self.weights = max_staleness, weights
         self.ready: queue.Queue[Round | BaseException] = queue.Queue()
         self.stop_event = threading.Event()
@@ -58,6 +59,8 @@ class RoundProducer:
     def _run(self) -> None:
         try:
             for index, rows in enumerate(self.rounds, start=self.first):
+                if index > self.last:
+                    return
                 idle = time.perf_counter()
                 if not self.weights.wait_for(index - self.max_staleness, self.stop_event):
                     return

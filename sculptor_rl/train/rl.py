@@ -311,7 +311,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
         t1 = time.perf_counter()
         if self._producer is None:
             batches = self._generation_batches(self.get_train_dataloader(), step)  # the loader made here, not
-            self._producer = RoundProducer(self._produce, batches, step,  # in the producer's thread
+            self._producer = RoundProducer(self._produce, batches, step, self.state.max_steps - 1,  # in its thread
                                            self.args.max_staleness, self._published).start()
         got, dropped, waited = self._producer.next_round(step)
         tasks, trajs, held = got.result
