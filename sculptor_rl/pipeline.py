@@ -162,11 +162,11 @@ def recipe_shape(cfg: PipelineConfig, train: list[dict], heldout: list[dict]) ->
     trajs = rollout(train, teacher, fmt=fmt, progress=False)
     samples = policy_samples(trajs, fmt.provenance)
     prompts = [t.steps[0].prompt_ids for t in rollout(heldout, teacher, fmt=fmt, progress=False) if t.steps]
+    prompt_tokens = round(statistics.mean(len(p) for p in prompts))
     shared = len(os.path.commonprefix(prompts)) if len(prompts) > 1 else 0
     return RecipeShape(samples_per_rollout=len(samples) / max(len(trajs), 1),
                        sample_tokens=round(statistics.mean(len(s.input_ids) for s in samples)),
-                       prompt_tokens=round(statistics.mean(len(p) for p in prompts)),
-                       prompt_new_tokens=round(statistics.mean(len(p) for p in prompts)) - shared)
+                       prompt_tokens=prompt_tokens, prompt_new_tokens=prompt_tokens - shared)
 
 
 def _section(path: str, overrides: dict) -> dict:

@@ -36,7 +36,8 @@ __all__ = ["REFERENCE", "Probe", "RecipeShape", "estimate", "probe"]
 #   small recipe (its student makes 3.4 calls and writes 200 tokens per task, 582 s for 100 tasks), 1.6 for the full
 #   recipe's better one on an AMX box. The estimate takes the slower, so it errs long for a well-trained model.
 TRAINED_TOKENS = 64  # a sample's completion: what the LM head runs on in a training step
-REFERENCE = {"sft_step": 1.0, "rl_start": 8.5, "rl_step": 5.8, "engine_start": 20.0, "eval_once": 0.9, "eval_tools": 5.6}
+REFERENCE = {"sft_step": 1.0, "rl_start": 8.5, "rl_step": 5.8, "engine_start": 20.0, "eval_once": 0.9,
+             "eval_tools": 5.6}
 
 
 @dataclass
