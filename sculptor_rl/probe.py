@@ -32,9 +32,10 @@ __all__ = ["REFERENCE", "Probe", "RecipeShape", "estimate", "probe"]
 # - eval: seconds per held-out task / the probe's forward at the tasks' mean prompt length beyond the prefix they all
 #   share (the prefix cache computes that once), per kind of run: a model that does not call the tools (the base
 #   model, the no-tool modes) reads the context once (0.88 and 0.90 in the quickstart's and the protocol's base runs,
-#   100 and 300 tasks per mode); a trained one with the tools costs what its behaviour costs: 5.6 for the quickstart's
-#   small recipe (its student makes 3.4 calls and writes 200 tokens per task, 582 s for 100 tasks), 1.6 for the full
-#   recipe's better one on an AMX box. The estimate takes the slower, so it errs long for a well-trained model.
+#   100 and 300 tasks per mode); a trained one with the tools costs what its behaviour costs: 5.6 for a small recipe's
+#   student on tasks of 32 updates (3.4 calls and 200 generated tokens per task, 582 s for 100 tasks), 4.4 (bf16) and
+#   5.0 (fp32, AVX2 emulated) for the shipped small recipe's (16 updates, at most 3 calls), 1.6 for the full recipe's
+#   better one on an AMX box. The estimate takes the slowest, so it errs long for a well-trained model.
 TRAINED_TOKENS = 64  # a sample's completion: what the LM head runs on in a training step
 REFERENCE = {"sft_step": 1.0, "rl_start": 8.5, "rl_step": 5.8, "engine_start": 20.0, "eval_once": 0.9,
              "eval_tools": 5.6}
