@@ -10,13 +10,14 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-__all__ = ["plot_curves", "CurvesCallback"]
+__all__ = ["plot_curves", "panels_for", "with_tool_shares", "CurvesCallback"]
 
 PANELS = [  # (title, metrics drawn in it)
     ("reward", ["reward"]),
     ("accuracy", ["accuracy", "correct"]),
     ("format errors", ["format_error_rate"]),
     ("tool calls per task", ["tool_calls_per_task", "tools/*"]),  # tools/*: every tool the run logged
+    ("each tool's share of calls", ["share/*"]),  # Appendix G's Figure 13 (left), from tools/*
     ("tool-usage entropy (bits)", ["tool_entropy"]),
     ("restores after fold per task", ["restores_after_fold"]),
     ("context reduction", ["context_reduction"]),
@@ -26,6 +27,26 @@ PANELS = [  # (title, metrics drawn in it)
 ]
 
 
+def with_tool_shares(entry: dict) -> dict:
+    """The entry with `share/<tool>` added: each tool's fraction of the step's calls (none where no call was made)."""
+    counts = {k.removeprefix("tools/"): v for k, v in entry.items() if k.startswith("tools/")}
+    total = sum(counts.values())
+    if not total:
+        return entry
+    return {**entry, **{f"share/{tool}": n / total for tool, n in counts.items()}}
+
+
+def panels_for(log_history: list[dict]) -> list[tuple[str, list[str]]]:
+    """The PANELS that have data: (title, the logged metrics drawn in it)."""
+    logged = list(dict.fromkeys(k for e in log_history for k in e))
+    # a wildcard's series that stayed 0 throughout (a tool never called) would only crowd the legend
+    moved = {k for e in log_history for k, v in e.items() if isinstance(v, (int, float)) and v}
+    panels = [(title, [k for key in keys for k in logged
+                       if k == key or key.endswith("*") and k.startswith(key[:-1]) and k in moved])
+              for title, keys in PANELS]
+    return [(title, keys) for title, keys in panels if keys]
+
+
 def plot_curves(log_history: list[dict], path: str | Path) -> Path | None:
     """One panel per group of logged metrics against the step; None when nothing was logged yet."""
     import matplotlib
@@ -33,10 +54,8 @@ def plot_curves(log_history: list[dict], path: str | Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    logged = list(dict.fromkeys(k for e in log_history for k in e))
-    panels = [(title, [k for key in keys for k in logged if k == key or key.endswith("*") and k.startswith(key[:-1])])
-              for title, keys in PANELS]
-    panels = [(title, keys) for title, keys in panels if keys]
+    log_history = [with_tool_shares(e) for e in log_history]
+    panels = panels_for(log_history)
     if not panels:
         return None
     cols = 3
@@ -46,7 +65,7 @@ def plot_curves(log_history: list[dict], path: str | Path) -> Path | None:
         for key in keys:
             points = [(e["step"], e[key]) for e in log_history if e.get(key) is not None]
             steps, values = zip(*points)
-            ax.plot(steps, values, marker="o" if len(points) < 30 else None, label=key.removeprefix("tools/"))
+            ax.plot(steps, values, marker="o" if len(points) < 30 else None, label=key.split("/", 1)[-1])
             if key == "reward" and any("reward_std" in e for e in log_history):
                 std = [e.get("reward_std", 0.0) for e in log_history if e.get(key) is not None]
                 ax.fill_between(steps, [v - s for v, s in zip(values, std)], [v + s for v, s in zip(values, std)],
