@@ -61,11 +61,15 @@ def plot_curves(log_history: list[dict], path: str | Path) -> Path | None:
     cols = 3
     rows = math.ceil(len(panels) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3 * rows), squeeze=False)
+    # a tool keeps its colour in the counts and the shares (C0 is the panels' first series: calls per task)
+    tools = sorted({k.split("/", 1)[1] for _, keys in panels for k in keys if k.startswith(("tools/", "share/"))})
     for ax, (title, keys) in zip(axes.flat, panels):
         for key in keys:
             points = [(e["step"], e[key]) for e in log_history if e.get(key) is not None]
             steps, values = zip(*points)
-            ax.plot(steps, values, marker="o" if len(points) < 30 else None, label=key.split("/", 1)[-1])
+            name = key.split("/", 1)[-1]
+            colour = f"C{1 + tools.index(name) % 9}" if key.startswith(("tools/", "share/")) else None
+            ax.plot(steps, values, marker="o" if len(points) < 30 else None, label=name, color=colour)
             if key == "reward" and any("reward_std" in e for e in log_history):
                 std = [e.get("reward_std", 0.0) for e in log_history if e.get(key) is not None]
                 ax.fill_between(steps, [v - s for v, s in zip(values, std)], [v + s for v, s in zip(values, std)],
