@@ -79,7 +79,7 @@ def main() -> None:
     cfg = PipelineConfig.from_yaml(args.config)
     cfg.model = model
     if args.small:
-        cfg = cfg.replaced(cfg.small_recipe)
+        cfg = cfg.recipes()[1]
     stages, times = cfg.estimate()
     print(f"probe ({times.seconds:.0f} s, {times.precision}): training step of {times.train_tokens} tokens "
           f"{times.train_s:.2f} s, forward of {times.prompt_tokens} tokens {times.forward_s:.2f} s", flush=True)

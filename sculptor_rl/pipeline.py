@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 EVAL_MODES = ["acm", "full"]  # the eval stage's modes where the config's `eval` names none
 CHECKPOINTS = ["sft", "rl"]  # the stages whose final checkpoints the eval stage can evaluate
+RECIPES = ("full", "small", "smaller", "smallest")  # a config's recipe and its nested `small_recipe`s
 
 
 @dataclass
@@ -59,9 +60,12 @@ class PipelineConfig:
     eval: dict = field(default_factory=dict)  # EvalConfig fields (modes, checkpoint_modes, temperature, ...)
     # the trained checkpoints the eval stage compares with the base model on the held-out tasks
     eval_checkpoints: list[str] = field(default_factory=lambda: list(CHECKPOINTS))
+    # the stages this recipe runs, of STAGES (a smaller recipe may leave out rl); `--only` runs a subset of them
+    stages: list[str] = field(default_factory=lambda: list(STAGES))
     # Before the first stage a short probe prints each stage's estimated time on this machine (sculptor_rl/probe.py);
     # where the estimate exceeds `budget_minutes`, the fields of `small_recipe` replace these (a smaller recipe on a
-    # slower CPU, said in the log and the report). The choice is saved in the run folder: a resumed run keeps it.
+    # slower CPU, said in the log and the report), and where that one would not fit either, the `small_recipe` it
+    # holds (`RECIPES` names them). The choice is saved in the run folder: a resumed run keeps it.
     budget_minutes: float | None = None
     small_recipe: dict = field(default_factory=dict)
 
@@ -73,10 +77,9 @@ class PipelineConfig:
         from .train.sft import SculptorSFTConfig
 
         cfg = load_config(cls, path)
-        check_values(cls, cfg.small_recipe, f"{path} (small_recipe)")
-        for recipe, where in ((cfg, ""), (cfg.replaced(cfg.small_recipe), "small_recipe ")):
+        for k, recipe in enumerate(cfg.recipes(path)):
             for section, kind in (("eval", EvalConfig), ("sft", SculptorSFTConfig), ("rl", SculptorGRPOConfig)):
-                check_values(kind, getattr(recipe, section), f"{path} ({where}{section})")
+                check_values(kind, getattr(recipe, section), f"{path} ({'small_recipe ' * k}{section})")
             recipe.check()
         return cfg
 
@@ -103,13 +106,29 @@ class PipelineConfig:
             raise ValueError(f"train_mix: weights must be >= 0 with a positive sum, got {self.mix}")
         if not set(self.eval_checkpoints) <= set(CHECKPOINTS):
             raise ValueError(f"eval_checkpoints: a list of {', '.join(CHECKPOINTS)}, got {self.eval_checkpoints}")
+        if not set(self.stages) <= set(STAGES):
+            raise ValueError(f"stages: a list of {', '.join(STAGES)}, got {self.stages}")
+        if left_out := [c for c in self.eval_checkpoints if c not in self.stages]:
+            raise ValueError(f"eval_checkpoints: {', '.join(left_out)} is not among this recipe's stages")
 
     def replaced(self, changes: dict) -> "PipelineConfig":
         """This config with `changes` (fields; the `sft`, `rl`, `eval`, `task_params` and `family_params` sections
         merged key by key)."""
-        merged = {k: {**getattr(self, k), **v} if isinstance(v, dict) and k != "train_mix" else v
-                  for k, v in changes.items()}
+        merged = {k: {**getattr(self, k), **v} if isinstance(v, dict) and k not in ("train_mix", "small_recipe")
+                  else v for k, v in changes.items()}
         return dataclasses.replace(self, **merged)
+
+    def recipes(self, source: str = "config") -> list["PipelineConfig"]:
+        """This recipe and its smaller ones, largest first (`RECIPES` names them): each `small_recipe`'s fields
+        (checked; errors name `source`) replace the recipe before it, and the `small_recipe` it holds is the next."""
+        chain, where = [self], "small_recipe"
+        while chain[-1].small_recipe:
+            if len(chain) == len(RECIPES):
+                raise ValueError(f"{source}: small_recipe: at most {len(RECIPES) - 1} nested ({', '.join(RECIPES)})")
+            check_values(PipelineConfig, chain[-1].small_recipe, f"{source} ({where})")
+            chain.append(chain[-1].replaced({"small_recipe": {}, **chain[-1].small_recipe}))
+            where += " small_recipe"
+        return chain
 
     def estimate(self, times: Probe | None = None) -> tuple[dict[str, float], Probe]:
         """Each stage's estimated seconds on this machine, and the probe's timings (probed now unless given)."""
@@ -124,8 +143,8 @@ class PipelineConfig:
         trained = len(self.eval_checkpoints)
         runs = {"once": n * (len(modes) + trained * sum(m != "acm" for m in later)),
                 "tools": n * trained * ("acm" in later)}
-        return estimate(times, shape, self.train_tasks, sft.get("num_train_epochs", 3), rl.get("max_steps", 0),
-                        runs), times
+        rl_steps = rl.get("max_steps", 0) if "rl" in self.stages else 0
+        return estimate(times, shape, self.train_tasks, sft.get("num_train_epochs", 3), rl_steps, runs), times
 
     def heldout_tasks(self, num: int) -> list[dict]:
         """`num` held-out tasks of each evaluated family (another seed than training's: no task is shared)."""
@@ -363,6 +382,10 @@ def _rl_effect(run: Run) -> list[str]:
     results = run.dir("eval") / "results.json"
     if not results.exists():
         return []
+    if "rl" not in run.cfg.stages:
+        return ["", "## What the RL stage showed", "", (
+            "This recipe leaves the GSPO stage out (its `stages`): the time goes to SFT and its evaluation. "
+            "docs/long-cpu-recipe.md has a run long enough to measure GSPO's effect.")]
     if "rl" not in run.cfg.eval_checkpoints:
         steps = _section(run.cfg.rl_config, run.cfg.rl).get("max_steps", "its")
         return ["", "## What the RL stage showed", "", (
@@ -395,8 +418,9 @@ STAGES = ["data", "teachers", "collect", "sft", "rl", "eval", "report"]
 
 def choose_recipe(cfg: PipelineConfig) -> PipelineConfig:
     """The recipe this run follows. With `budget_minutes`: the probe's estimate for this machine is printed, and
-    where the config's recipe would exceed the budget its `small_recipe` is followed instead; the choice, the probe
-    and the estimates are saved in the run folder (`plan.json`), so a resumed run keeps them."""
+    where the config's recipe would exceed the budget its `small_recipe` is followed instead (and where that one
+    would too, the smaller one it holds); the choice, the probe and the estimates are saved in the run folder
+    (`plan.json`), so a resumed run keeps them."""
     if cfg.budget_minutes is None:
         return cfg
     import torch
@@ -404,32 +428,39 @@ def choose_recipe(cfg: PipelineConfig) -> PipelineConfig:
     if torch.cuda.is_available():  # the probe times the CPU stack
         log.info("budget_minutes: the probe times CPU runs; on this GPU the recipe runs as configured")
         return cfg
+    recipes = dict(zip(RECIPES, cfg.recipes()))
     path = Path(cfg.runs_dir) / cfg.name / "plan.json"
     if path.exists():
-        recipe = json.loads(path.read_text())["recipe"]
-        print(f"recipe: {recipe}, as chosen when this run started ({path})", flush=True)
-        return cfg.replaced(cfg.small_recipe) if recipe == "small" else cfg
+        name = json.loads(path.read_text())["recipe"]
+        if name not in recipes:
+            raise ValueError(f"{path}: recipe {name!r}, which this config does not hold; delete the run folder to "
+                             "start it again")
+        print(f"recipe: {name}, as chosen when this run started ({path})", flush=True)
+        return recipes[name]
     print(f"probing this machine to estimate the stages' times (budget {cfg.budget_minutes:g} minutes) ...", flush=True)
-    full, times = cfg.estimate()
-    print(f"probe ({times.seconds:.0f} s, {times.precision}): a training step of {times.train_tokens} tokens "
-          f"{times.train_s:.2f} s, a forward of {times.prompt_tokens} tokens {times.forward_s:.2f} s", flush=True)
-    saved = {"recipe": "full", "budget_minutes": cfg.budget_minutes, "probe": dataclasses.asdict(times),
-             "estimate": {"full": full}}
-    print(_estimate_line("full recipe", full), flush=True)
-    chosen = cfg
-    if sum(full.values()) > 60 * cfg.budget_minutes and cfg.small_recipe:
-        chosen = cfg.replaced(cfg.small_recipe)
-        small, _ = chosen.estimate(times)
-        saved["recipe"], saved["estimate"]["small"] = "small", small
-        print(_estimate_line("small recipe", small), flush=True)
-        print(f"the full recipe would take longer than {cfg.budget_minutes:g} minutes on this machine: following "
-              f"the small recipe ({', '.join(f'{k}: {v}' for k, v in cfg.small_recipe.items())})", flush=True)
-    total = sum(saved["estimate"][saved["recipe"]].values())
-    if total > 60 * cfg.budget_minutes:
-        log.warning("this machine is slower than the budget allows: expect ~%.0f minutes", total / 60)
+    times, saved = None, {"recipe": None, "budget_minutes": cfg.budget_minutes, "probe": None, "estimate": {}}
+    for name, recipe in recipes.items():
+        stages, times = recipe.estimate(times)
+        if saved["recipe"] is None:
+            print(f"probe ({times.seconds:.0f} s, {times.precision}): a training step of {times.train_tokens} "
+                  f"tokens {times.train_s:.2f} s, a forward of {times.prompt_tokens} tokens {times.forward_s:.2f} s",
+                  flush=True)
+        else:
+            changes = recipes[saved["recipe"]].small_recipe
+            print(f"the {saved['recipe']} recipe would take longer than {cfg.budget_minutes:g} minutes on this "
+                  f"machine: following the {name} recipe "
+                  f"({', '.join(f'{k}: {v}' for k, v in changes.items() if k != 'small_recipe')})", flush=True)
+        print(_estimate_line(f"{name} recipe", stages), flush=True)
+        saved["recipe"], saved["estimate"][name] = name, stages
+        if sum(stages.values()) <= 60 * cfg.budget_minutes:
+            break
+    else:
+        log.warning("this machine is slower than the budget allows: expect ~%.0f minutes",
+                    sum(stages.values()) / 60)
+    saved["probe"] = dataclasses.asdict(times)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(saved, indent=2))
-    return chosen
+    return recipes[saved["recipe"]]
 
 
 def _estimate_line(name: str, stages: dict[str, float]) -> str:
@@ -457,6 +488,8 @@ def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None) -> Path:
         "report": lambda: _report(run),
     }
     for name in STAGES:
-        if name in wanted:
+        if name in wanted and name not in cfg.stages:
+            print(f"[{STAGES.index(name) + 1}/{len(STAGES)}] {name}: not in this recipe, skipped", flush=True)
+        elif name in wanted:
             run.stage(name, plan[name]())
     return run.root

@@ -45,7 +45,7 @@ def check_serve(path: Path) -> None:
 
 def check_pipeline(path: Path) -> None:
     full = PipelineConfig.from_yaml(path)
-    for cfg in (full, full.replaced(full.small_recipe)):
+    for cfg in full.recipes():
         _check(load_config(EvalConfig, None, {**cfg.eval, "tasks": cfg.eval_families}, "pipeline eval"))
         load_config(SculptorSFTConfig, ROOT / cfg.sft_config, {**cfg.sft, **CPU})
         check_config(load_config(SculptorGRPOConfig, ROOT / cfg.rl_config, {**cfg.rl, **CPU, "tasks": "t.jsonl"}))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sculptor_rl.jsonl import write_jsonl
-from sculptor_rl.pipeline import PipelineConfig, run_pipeline
+from sculptor_rl.pipeline import RECIPES, STAGES, PipelineConfig, run_pipeline
 from sculptor_rl.envs.tasks import generate
 
 
@@ -86,30 +86,59 @@ def test_a_training_mix_and_heldout_families(tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
-def test_the_probe_chooses_the_recipe_that_fits_and_a_resumed_run_keeps_it(tmp_path, capsys, model_path):
+def test_the_probe_chooses_the_recipe_that_fits_and_a_resumed_run_keeps_it(tmp_path, capsys, caplog, model_path):
     """With `budget_minutes`, the probe's estimate is printed and saved; over budget the small recipe is followed
-    (its data is the small one's), and a resumed run follows the saved choice without probing again."""
+    (its data is the small one's), and over budget again the smaller one it holds (here without GSPO: its stage is
+    skipped); a resumed run follows the saved choice without probing again."""
     from sculptor_rl.envs.tasks import load_tasks
 
-    small = {"train_tasks": 2, "task_params": {"keys": 1, "updates": 2}, "eval_checkpoints": ["sft"]}
+    no_rl = [s for s in STAGES if s != "rl"]
+    small = {"train_tasks": 2, "task_params": {"keys": 1, "updates": 2}, "eval_checkpoints": ["sft"],
+             "small_recipe": {"stages": no_rl}}
     cfg = PipelineConfig(name="tight", runs_dir=str(tmp_path), task_params={"keys": 2, "updates": 4}, train_tasks=4,
                          eval_tasks=2, rl_tasks=2, budget_minutes=0.01, small_recipe=small)
     root = run_pipeline(cfg, ["data"])
     out = capsys.readouterr().out
     assert re.search(r"probe \(\d+ s, (bf16|fp32)\): a training step of \d+ tokens [\d.]+ s", out)
     assert "estimated minutes, full recipe: data, teachers, collect 0.3, sft " in out
-    assert "estimated minutes, small recipe:" in out and "following the small recipe" in out
+    assert "estimated minutes, small recipe:" in out and "following the small recipe (train_tasks: 2," in out
+    assert "following the smaller recipe (stages: ['data', 'teachers', 'collect', 'sft', 'eval', 'report'])" in out
+    assert "slower than the budget allows" in caplog.text  # not even the smallest fits 0.01 minutes
     plan = json.loads((root / "plan.json").read_text())
-    assert plan["recipe"] == "small" and set(plan["estimate"]) == {"full", "small"}
-    full, reduced = plan["estimate"]["full"], plan["estimate"]["small"]
+    assert plan["recipe"] == "smaller" and list(plan["estimate"]) == ["full", "small", "smaller"]
+    full, reduced, least = plan["estimate"]["full"], plan["estimate"]["small"], plan["estimate"]["smaller"]
     assert 0 < reduced["sft"] < full["sft"]  # half the teacher rollouts, shorter samples
     assert 0 < reduced["eval"] < full["eval"]  # shorter prompts, the GSPO checkpoint not evaluated
+    assert reduced["rl"] > 0 and least["rl"] == 0 and least["sft"] == reduced["sft"]
     assert len(load_tasks(root / "data" / "train.jsonl")) == 2
 
-    run_pipeline(cfg, ["data", "report"])
+    run_pipeline(cfg, ["data", "rl", "report"])
     out = capsys.readouterr().out
-    assert "recipe: small, as chosen when this run started" in out and "probe (" not in out
-    assert "Recipe: **small** (budget 0.01 minutes)" in (root / "report.md").read_text()
+    assert "recipe: smaller, as chosen when this run started" in out and "probe (" not in out
+    assert "[5/7] rl: not in this recipe, skipped" in out and not (root / "rl").exists()
+    assert "Recipe: **smaller** (budget 0.01 minutes)" in (root / "report.md").read_text()
+
+
+def test_small_recipes_nest_and_are_checked_when_the_config_is_read(tmp_path):
+    """Each `small_recipe` replaces the recipe before it, the one it holds next; nesting past `RECIPES` and a
+    recipe that evaluates a stage it leaves out are refused."""
+    cfg = PipelineConfig(train_tasks=8, small_recipe={"train_tasks": 4, "small_recipe": {"stages": ["data"],
+                                                                                          "eval_checkpoints": []}})
+    full, small, smaller = cfg.recipes()
+    assert (full.train_tasks, small.train_tasks, smaller.train_tasks) == (8, 4, 4)
+    assert small.stages == STAGES and smaller.stages == ["data"] and smaller.small_recipe == {}
+    deep = {}
+    for _ in RECIPES:
+        deep = {"train_tasks": 2, "small_recipe": deep} if deep else {"train_tasks": 2}
+    with pytest.raises(ValueError, match="small_recipe: at most 3 nested"):
+        PipelineConfig(small_recipe=deep).recipes()
+    path = tmp_path / "p.yaml"
+    path.write_text("small_recipe: {small_recipe: {stages: [data, sft, eval]}}\n")
+    with pytest.raises(ValueError, match="eval_checkpoints: rl is not among this recipe's stages"):
+        PipelineConfig.from_yaml(str(path))
+    path.write_text("small_recipe: {small_recipe: {stage: [data]}}\n")
+    with pytest.raises(ValueError, match=r"\(small_recipe small_recipe\): unknown key 'stage'"):
+        PipelineConfig.from_yaml(str(path))
 
 
 
@@ -151,6 +180,11 @@ def test_the_report_says_what_the_rl_stage_showed(tmp_path):
     text = report(0.2)
     assert "GSPO ran 2 steps" in text and "does not evaluate its checkpoint on the held-out tasks" in text
     assert "over SFT" not in text
+
+    cfg = PipelineConfig(name="r", runs_dir=str(tmp_path), eval_checkpoints=["sft"],
+                         stages=[s for s in STAGES if s != "rl"])
+    text = report(0.2)
+    assert "This recipe leaves the GSPO stage out" in text and "GSPO ran" not in text
 
 
 def test_eval_checkpoints_are_the_trained_stages_only():
