@@ -469,7 +469,8 @@ def _estimate_line(name: str, stages: dict[str, float]) -> str:
 
 
 def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None) -> Path:
-    cfg.check()
+    for recipe in cfg.recipes():  # the one the probe may choose fails before any stage, like the others
+        recipe.check()
     cfg = choose_recipe(cfg)
     run = Run(cfg, STAGES)
     wanted = set(only or STAGES)
