@@ -440,7 +440,7 @@ def choose_recipe(cfg: PipelineConfig) -> PipelineConfig:
     print(f"probing this machine to estimate the stages' times (budget {cfg.budget_minutes:g} minutes) ...", flush=True)
     times, saved = None, {"recipe": None, "budget_minutes": cfg.budget_minutes, "probe": None, "estimate": {}}
     for name, recipe in recipes.items():
-        stages, times = recipe.estimate(times)
+        seconds, times = recipe.estimate(times)
         if saved["recipe"] is None:
             print(f"probe ({times.seconds:.0f} s, {times.precision}): a training step of {times.train_tokens} "
                   f"tokens {times.train_s:.2f} s, a forward of {times.prompt_tokens} tokens {times.forward_s:.2f} s",
@@ -450,13 +450,13 @@ def choose_recipe(cfg: PipelineConfig) -> PipelineConfig:
             print(f"the {saved['recipe']} recipe would take longer than {cfg.budget_minutes:g} minutes on this "
                   f"machine: following the {name} recipe "
                   f"({', '.join(f'{k}: {v}' for k, v in changes.items() if k != 'small_recipe')})", flush=True)
-        print(_estimate_line(f"{name} recipe", stages), flush=True)
-        saved["recipe"], saved["estimate"][name] = name, stages
-        if sum(stages.values()) <= 60 * cfg.budget_minutes:
+        print(_estimate_line(f"{name} recipe", seconds), flush=True)
+        saved["recipe"], saved["estimate"][name] = name, seconds
+        if sum(seconds.values()) <= 60 * cfg.budget_minutes:
             break
     else:
         log.warning("this machine is slower than the budget allows: expect ~%.0f minutes",
-                    sum(stages.values()) / 60)
+                    sum(seconds.values()) / 60)
     saved["probe"] = dataclasses.asdict(times)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(saved, indent=2))
