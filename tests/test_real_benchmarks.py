@@ -352,6 +352,19 @@ def test_data_check_on_nestful_and_locomo(capsys):
     assert code == 0 and "152 records, 152 unique ids" in out and "| open-domain | 13 | 1.000 | 0.000 |" in out
 
 
+def test_data_check_on_biggen_checks_the_predict_records_of_its_experiences(tmp_path, capsys):
+    """The judge's score is the gold of a predict record: credited 1, an empty answer 0, another score partly."""
+    path = REAL / "biggen" / "sample_evals.json"
+    code, out = _data_check(capsys, "--format", "biggen", "--in", str(path))
+    assert code == 0 and "32 records, 32 unique ids" in out and "| predict/planning | 4 | 1.000 | 0.000 | - |" in out
+    raw = json.loads(path.read_text())
+    first = next(iter(raw))
+    raw[first]["score"] = "2"  # every other record's judge gave 5: the wrong answer (2 or 5) scores 1 - 3/4
+    (tmp_path / "evals.json").write_text(json.dumps(raw))
+    code, out = _data_check(capsys, "--format", "biggen", "--in", str(tmp_path / "evals.json"))
+    assert code == 0 and "| all | 32 | 1.000 | 0.000 | 0.250 |" in out
+
+
 def test_data_check_fails_where_the_official_rule_cannot_credit_the_gold(tmp_path, capsys):
     """BABILong's compare_answers never credits qa7's "none" (it names "one" too): data check says so, exit 1."""
     rows = [{"input": "Mary got the milk. Mary dropped the milk.", "question": "How many objects is Mary carrying?",

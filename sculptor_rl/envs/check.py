@@ -6,6 +6,8 @@ Per record three responses are scored: the gold answer as the benchmark's answer
 WorkBench's queries that need no change) and a wrong answer (the gold of the next record whose gold differs:
 should score below 1 unless the two happen to agree). `check` returns the counts, the means per group (a domain, a
 category, a task, a length bucket) and the ids where the gold scores below 1 or the others score above 0.
+Experiences (ToolMem's, `data import --format biggen`: a tool's judged answer, no task) are checked as the `toolmem`
+family's predict records made from them, whose gold is the judge's 1-5 score.
 """
 
 from __future__ import annotations
@@ -23,10 +25,22 @@ def _group(record: dict) -> str:
     return "all"
 
 
+def _tasks(records: list[dict]) -> list[dict]:
+    """The task records to check: experiences become the predict records of `toolmem.family.from_experiences`,
+    each under its experience's id (the ids checked for repeats are the file's)."""
+    if not records or "task" in records[0]:
+        return records
+    from .toolmem.family import capability_order, from_experiences
+
+    tasks = from_experiences(records, "predict", capability_order(records))
+    return [{**t, "id": t["meta"]["experiences"][0]["id"]} for t in tasks]
+
+
 def check(records: list[dict]) -> dict:
     """The scores of gold, empty and wrong responses per record, their means per group, and the outliers."""
     from .tasks import render_answer, score
 
+    records = _tasks(records)
     golds = [render_answer(r) for r in records]
     rows = []
     for i, record in enumerate(records):
