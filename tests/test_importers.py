@@ -114,7 +114,7 @@ def context_text(record: dict) -> str:
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_cli_imports_every_format_to_loadable_records_scored_by_their_rule(tmp_path, fmt, capsys):
     second = {**rows()[fmt], **({"_id": "another"} if fmt == "longbench_v2" else {"id": 8} if fmt == "gsm_infinite"
-                                else {})}
+                                else {"Unnamed: 0": 1} if fmt == "frames" else {})}
     source = write(tmp_path / f"{'qa1_4k' if fmt == 'babilong' else fmt}{FILE_TYPES[fmt]}", [rows()[fmt], second])
     out = tmp_path / "tasks.jsonl"
     main(["data", "import", "--format", fmt, "--in", str(source), "--out", str(out)])
@@ -413,7 +413,7 @@ def test_eval_reports_imported_records_of_every_format_per_benchmark_and_length_
              "longbench_v2": {"context": "§ 1 Der Fall … " * 200}}
     other = {"pi_llm": {"n_updates": 400}, "needlebench": {"length": "4k"}, "mrcr": {"n_needles": 4},
              "babilong": {"length": "8k"}, "longbench_v2": {"_id": "another", "difficulty": "easy"},
-             "frames": {"wiki_links": "['https://en.wikipedia.org/wiki/Paris']"},
+             "frames": {"Unnamed: 0": 1, "wiki_links": "['https://en.wikipedia.org/wiki/Paris']"},
              "gsm_infinite": {"id": 8, "length": "8k"}}
     first = {fmt: {**row, **short.get(fmt, {})} for fmt, row in rows().items()}
     records = [r for fmt in FORMATS for r in import_benchmark(fmt, write(

@@ -322,6 +322,38 @@ def test_biggen_evaluation_output_imports_as_experiences():
     assert import_biggen(path, models=["another-model"]) == []
 
 
+# ---- FRAMES (google/frames-benchmark, from a public copy of its test.tsv) ----
+
+FRAMES = REAL / "frames" / "frames_test_set.csv"
+
+
+def test_frames_copy_and_release_layouts_import_alike_with_every_column(tmp_path):
+    with open(FRAMES, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    # the release's test.tsv: tab-separated, its index column's header cell empty (the copy named it `id`)
+    release = tmp_path / "test.tsv"
+    with open(release, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f, delimiter="\t")
+        writer.writerow(["", *list(rows[0])[1:]])
+        writer.writerows([list(r.values()) for r in rows])
+    copy, tsv = import_benchmark("frames", FRAMES), import_benchmark("frames", release)
+    assert copy == tsv and len(copy) == 31
+    assert [r["id"] for r in copy] == [f"frames-{r['id']}" for r in rows] and copy[-1]["id"] == "frames-524"
+    for record, row in zip(copy, rows):
+        assert record["answer"] == row["Answer"].strip() and record["meta"]["question"] == row["Prompt"].strip()
+        assert record["meta"]["links"] == [v for k, v in row.items() if k.startswith("wikipedia_link_") and v]
+        assert record["meta"]["reasoning_types"] == [t.strip() for t in row["reasoning_types"].split("|")]
+        assert "" not in record["meta"] and record["meta"]["context"] == []  # no articles given: no context
+
+
+def test_frames_every_gold_scores_one_the_morse_code_one_too():
+    for record in import_benchmark("frames", FRAMES):
+        assert bs.score(record, f"Answer: {record['answer']}") == 1.0
+        assert bs.score(record, "") == 0.0 and bs.score(record, record["answer"]) == 0.0  # no `Answer:` label
+    morse = import_benchmark("frames", FRAMES)[-1]
+    assert morse["answer"] == "....-" and bs.score(morse, "Answer: ...--") == 0.0
+
+
 # ---- `sculptor-rl data check` on the real files ----
 
 def _data_check(capsys, *argv) -> tuple[int, str]:

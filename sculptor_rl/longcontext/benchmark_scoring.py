@@ -191,9 +191,10 @@ def normalize_answer(text: str) -> str:
 
 def score_frames(record: dict, response: str) -> float:
     """FRAMES by normalized match: 1.0 if the normalized gold answer occurs, as whole words, in the normalized
-    answer line: the first line after the last `Answer:` label, which the imported prompt asks for. A response
-    without the label scores 0, as NeedleBench's without `\\boxed{}`: otherwise a model that repeats the
-    articles back would be credited with every answer they contain (seen with the embedded model).
+    answer line (a gold of punctuation alone: as written, case and spacing aside): the first line after the last
+    `Answer:` label, which the imported prompt asks for. A response without the label scores 0, as NeedleBench's
+    without `\\boxed{}`: otherwise a model that repeats the articles back would be credited with every answer they
+    contain (seen with the embedded model).
 
     FRAMES (google/frames-benchmark; Krishna et al. 2025) reports accuracy judged by an LLM against the gold
     `Answer`; this offline rule is the strict, reproducible stand-in (the judged accuracy the Sculptor paper
@@ -202,6 +203,8 @@ def score_frames(record: dict, response: str) -> float:
     if not LABEL.search(drop_reasoning(response)):
         return 0.0
     gold, got = normalize_answer(record["answer"]), normalize_answer(answer_text(response))
+    if not gold:  # punctuation alone (one release answer is Morse code, "....-"): matched as written
+        gold, got = (" ".join(text.lower().split()) for text in (record["answer"], answer_text(response)))
     return float(bool(gold) and f" {gold} " in f" {got} ")
 
 

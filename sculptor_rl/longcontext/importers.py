@@ -334,6 +334,9 @@ def _read_articles(path) -> dict[str, str]:
     return articles
 
 
+LINK_COLUMN = r"wikipedia_link_\d+\+?"  # wikipedia_link_1 .. wikipedia_link_10, wikipedia_link_11+ (the rest)
+
+
 def _links(row: dict, where: str) -> list[str]:
     """The record's Wikipedia links: `wiki_links` (a list, or its Python/JSON text), else `wikipedia_link_N`."""
     links = row.get("wiki_links")
@@ -343,19 +346,25 @@ def _links(row: dict, where: str) -> list[str]:
         except (ValueError, SyntaxError):
             raise ValueError(f"{where}: column 'wiki_links' is not a list of links") from None
     if links is None:
-        numbered = sorted((int(k.rsplit("_", 1)[1]), v) for k, v in row.items()
-                          if re.fullmatch(r"wikipedia_link_\d+", k) and v)
+        numbered = sorted((int(k.rsplit("_", 1)[1].rstrip("+")), v) for k, v in row.items()
+                          if re.fullmatch(LINK_COLUMN, k) and v)
         links = [v for _, v in numbered]
     if not (isinstance(links, list) and all(isinstance(link, str) for link in links)):
         raise ValueError(f"{where}: column 'wiki_links' is not a list of links")
     return links
 
 
+FRAMES_INDEX = ("", "Unnamed: 0", "id")  # test.tsv's first column has no name; pandas and copies name it
+
+
 def _frames(row: dict, rid: str, hints: dict) -> dict:
-    """google/frames-benchmark (test.tsv): `Prompt` (the question), `Answer`, `wiki_links` (and
-    `wikipedia_link_1`...), `reasoning_types`. The release holds no article text: with `articles=FILE` the
-    linked articles become the context, without it the record is the question alone (no long context)."""
+    """google/frames-benchmark (test.tsv): its unnamed index column (the record is `frames-<index>`), `Prompt`
+    (the question), `Answer`, `wiki_links` (and `wikipedia_link_1`...), `reasoning_types`. The release holds no
+    article text: with `articles=FILE` the linked articles become the context, without it the record is the
+    question alone (no long context)."""
     where, question = hints["where"], str(row["Prompt"]).strip()
+    index = next((str(row[k]) for k in FRAMES_INDEX if row.get(k) not in (None, "")), None)
+    rid = rid if index is None else f"frames-{index}"
     links = _links(row, where)
     tail = f"Question: {question}\nGive your final answer after `Answer:`."
     articles = hints.get("articles")
@@ -369,9 +378,9 @@ def _frames(row: dict, rid: str, hints: dict) -> dict:
     else:
         text, spans = tail, []
     reasoning = str(row.get("reasoning_types") or "")
-    row = {k: v for k, v in row.items() if not re.fullmatch(r"wikipedia_link_\d+", k)}  # in meta.links
+    row = {k: v for k, v in row.items() if not re.fullmatch(LINK_COLUMN, k)}  # in meta.links
     return _record("frames", rid, [{"role": "user", "content": text}], str(row["Answer"]).strip(), spans, question,
-                   f"{len(links)} docs", row, ("Prompt", "Answer", "Unnamed: 0", "wiki_links"), links=links,
+                   f"{len(links)} docs", row, ("Prompt", "Answer", *FRAMES_INDEX, "wiki_links"), links=links,
                    reasoning_types=[t.strip() for t in reasoning.split("|") if t.strip()])
 
 
