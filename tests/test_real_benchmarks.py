@@ -322,6 +322,28 @@ def test_biggen_evaluation_output_imports_as_experiences():
     assert import_biggen(path, models=["another-model"]) == []
 
 
+# ---- PI-LLM (zhuangziGiantfish/Unable-to-Forget: the paper's code and a published run) ----
+
+def test_pi_llm_reading_and_accuracy_on_published_model_outputs_are_the_papers():
+    from sculptor_rl.longcontext import pi_llm
+
+    run = REAL / "pi_llm" / "gemini-2.0-flash_ntrk-46_ntrkupd-2_"
+    raws = [v for line in (run.parent / f"{run.name}raw-output.json").read_text().splitlines() if line.strip()
+            for v in json.loads(line).values()]
+    read = json.loads((run.parent / f"{run.name}responses.json").read_text())
+    gold = json.loads((run.parent / f"{run.name}correct-answers.json").read_text())
+    with open(run.parent / f"{run.name}trial.csv", newline="", encoding="utf-8") as f:
+        accuracy = [float(row["accuracy"]) for row in csv.DictReader(f)]
+    assert len(raws) == len(read) == len(gold) == len(accuracy) == 2
+    for response, theirs, answer, acc in zip(raws, read, gold, accuracy):
+        assert len(answer) == 46 and {k: pi_llm.reported_value(response, k) for k in answer} == theirs
+        record = {"id": "x", "answer": answer, "meta": {"benchmark": "pi_llm"}}
+        assert bs.score(record, response) == acc
+        key = next(iter(answer))  # one value misreported: one key of 46 lost
+        wrong = response.replace(f"The current value of {key} is {answer[key]}.", f"The current value of {key} is x.")
+        assert bs.score(record, wrong) == pytest.approx(acc - 1 / 46)
+
+
 # ---- FRAMES (google/frames-benchmark, from a public copy of its test.tsv) ----
 
 FRAMES = REAL / "frames" / "frames_test_set.csv"
