@@ -344,6 +344,41 @@ def test_pi_llm_reading_and_accuracy_on_published_model_outputs_are_the_papers()
         assert bs.score(record, wrong) == pytest.approx(acc - 1 / 46)
 
 
+# ---- LongBench v2 (THUDM/LongBench pred.py: the prompt and the answer extraction; rows are hub-only) ----
+
+longbench_pred = official(REAL / "longbench_v2" / "official_pred.py", "longbench_official_pred")
+
+
+def test_longbench_v2_prompt_is_pred_py_s_0shot_prompt_character_for_character(tmp_path):
+    base = {"domain": "Single-Document QA", "sub_domain": "Legal", "difficulty": "hard", "length": "short",
+            "question": " Which court decided? ", "choice_A": "The district court", "choice_B": "{B}",
+            "choice_C": "The appeals court ", "choice_D": "None", "answer": "B"}
+    rows = [{**base, "_id": "plain", "context": "\n  § 1 Der Fall … the Oberlandesgericht decided.  \n" * 40},
+            {**base, "_id": "marks", "context": "A {context} with braces, and $Q$ and $C_A$ as pred.py replaces them."}]
+    path = tmp_path / "longbench_v2.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    for record, row in zip(import_benchmark("longbench_v2", path), rows):
+        text = record["messages"][0]["content"]
+        assert text == longbench_pred.fill_0shot(row, row["context"])
+        (i, start, end), = context_spans(record)
+        assert text[:start].endswith("<text>\n") and text[end:].startswith("\n</text>\n\nWhat is the correct answer")
+    assert "Which court decided?" in text and text.count("Which court decided?") == 2  # $Q$ in the context too
+
+
+def test_longbench_v2_choice_is_extract_answer_s():
+    responses = ["The correct answer is (B)", "**The correct answer is (C)**", "The correct answer is D.",
+                 "The correct answer is *(A)*", "the correct answer is (B)", "The correct answer is (E)",
+                 "I think (B). The correct answer is (A). The correct answer is (B)", "",
+                 "The correct answer is: (B)", "The correct answer is  (B)", "The correct answer is (b)",
+                 "The correct answer is Both", "The correct answer is (A) or The correct answer is B"]
+    for response in responses:
+        theirs = longbench_pred.extract_answer(response)
+        assert bs.longbench_v2_choice(response) == theirs, response
+        for letter in "ABCD":
+            record = {"answer": letter, "meta": {"benchmark": "longbench_v2"}}
+            assert bs.score(record, response) == float(theirs == letter)
+
+
 # ---- FRAMES (google/frames-benchmark, from a public copy of its test.tsv) ----
 
 FRAMES = REAL / "frames" / "frames_test_set.csv"

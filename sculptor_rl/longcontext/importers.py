@@ -294,9 +294,10 @@ def _read_prompts(path) -> dict[str, dict]:
 
 
 # LongBench v2's zero-shot prompt (THUDM/LongBench, prompts/0shot.txt), filled as pred.py fills it.
-LONGBENCH_V2_PROMPT = ("Please read the following text and answer the question below.\n\n<text>\n{context}\n</text>\n\n"
-                       "What is the correct answer to this question: {question}\nChoices:\n(A) {A}\n(B) {B}\n(C) {C}\n"
-                       "(D) {D}\n\nFormat your response as follows: \"The correct answer is (insert answer here)\".")
+LONGBENCH_V2_PROMPT = ("Please read the following text and answer the question below.\n\n<text>\n$DOC$\n</text>\n\n"
+                       "What is the correct answer to this question: $Q$\nChoices:\n(A) $C_A$\n(B) $C_B$\n(C) $C_C$\n"
+                       "(D) $C_D$\n\nFormat your response as follows: \"The correct answer is (insert answer here)\".")
+_LONGBENCH_QUESTION = "\n</text>\n\nWhat is the correct answer to this question: "
 _LONGBENCH_COLUMNS = ("_id", "question", "choice_A", "choice_B", "choice_C", "choice_D", "answer", "context")
 
 
@@ -306,13 +307,14 @@ def _longbench_v2(row: dict, rid: str, hints: dict) -> dict:
     answer = str(row["answer"]).strip()
     if answer not in ("A", "B", "C", "D"):
         raise ValueError(f"{hints['where']}: column 'answer' must be one of A, B, C, D, got {answer!r}")
-    context = str(row["context"]).strip()
-    choices = {c: str(row[f"choice_{c}"]).strip() for c in "ABCD"}
-    text = LONGBENCH_V2_PROMPT.format(context=context, question=str(row["question"]).strip(), **choices)
+    # prompts/0shot.txt filled as pred.py fills it: one replace after another, in its order
+    text = LONGBENCH_V2_PROMPT.replace("$DOC$", str(row["context"]).strip())
+    for mark, column in (("$Q$", "question"), *((f"$C_{c}$", f"choice_{c}") for c in "ABCD")):
+        text = text.replace(mark, str(row[column]).strip())
     start = text.index("<text>\n") + len("<text>\n")
     messages = [{"role": "user", "content": text}]
     bucket = f"{row.get('length') or 'any'}/{row.get('difficulty') or 'any'}"
-    return _record("longbench_v2", rid, messages, answer, [(0, start, start + len(context))],
+    return _record("longbench_v2", rid, messages, answer, [(0, start, text.rindex(_LONGBENCH_QUESTION))],
                    str(row["question"]).strip(), bucket, row, _LONGBENCH_COLUMNS)
 
 
