@@ -344,6 +344,38 @@ def test_pi_llm_reading_and_accuracy_on_published_model_outputs_are_the_papers()
         assert bs.score(record, wrong) == pytest.approx(acc - 1 / 46)
 
 
+pi_llm_evaluator = official(REAL / "pi_llm" / "official_pi_llm_evaluator.py", "pi_llm_official_evaluator")
+
+
+def test_pi_llm_score_is_opencompass_grade_pi_response_on_published_outputs_and_their_variants():
+    """The benchmark's evaluator (opencompass, as the dataset card's) beside ours on the published answers and on
+    variants of them: values misreported, asterisks, `key: value` lines, keys left out, error replies."""
+    run = REAL / "pi_llm" / "gemini-2.0-flash_ntrk-46_ntrkupd-2_"
+    raws = [v for line in (run.parent / f"{run.name}raw-output.json").read_text().splitlines() if line.strip()
+            for v in json.loads(line).values()]
+    gold = json.loads((run.parent / f"{run.name}correct-answers.json").read_text())
+    evaluator = pi_llm_evaluator.PILLMEvaluator()
+    for response, answer in zip(raws, gold):
+        keys = list(answer)
+        lines = [f"The current value of {k} is {answer[k]}." for k in keys]
+        variants = [response, response.replace(f"is {answer[keys[0]]}.", "is x.").replace(f"is {answer[keys[5]]}.",
+                                                                                           "is y."),
+                    response.replace(f"is {answer[keys[1]]}.", f"is **{answer[keys[1]]}**."),
+                    "\n".join(f"{k}: {answer[k]}" for k in keys), "\n".join(lines[::2]),
+                    "\n".join([*lines[:10], f"{keys[10]}: wrong", *lines[11:]]),
+                    "", "Error: rate limit reached", "error code 429 " + response]
+        record = {"id": "x", "answer": answer, "meta": {"benchmark": "pi_llm"}}
+        verdicts = [(bs.score(record, v), evaluator.grade_pi_response(v, json.dumps(answer))) for v in variants]
+        assert all(ours == pytest.approx(theirs) for ours, theirs in verdicts), verdicts
+        assert [round(46 * theirs) for _, theirs in verdicts] == [46, 44, 46, 46, 23, 45, 0, 0, 0]
+    # where ours is more lenient (documented in score_pi_llm): a value of three words, which the reference reads
+    # only in the `key: value` form
+    three = {"music": "a requiem mass"}
+    record = {"id": "x", "answer": three, "meta": {"benchmark": "pi_llm"}}
+    assert bs.score(record, "The current value of music is a requiem mass.") == 1.0
+    assert evaluator.grade_pi_response("The current value of music is a requiem mass.", json.dumps(three)) == 0.0
+
+
 # ---- LongBench v2 (THUDM/LongBench pred.py: the prompt and the answer extraction; rows are hub-only) ----
 
 longbench_pred = official(REAL / "longbench_v2" / "official_pred.py", "longbench_official_pred")
