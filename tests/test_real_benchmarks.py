@@ -411,6 +411,28 @@ def test_longbench_v2_choice_is_extract_answer_s():
             assert bs.score(record, response) == float(theirs == letter)
 
 
+# ---- NeedleBench v2 (opencompass: needlebench_atc_postprocess_v2 and its evaluator; rows are hub-only) ----
+
+needlebench_atc = official(REAL / "needlebench" / "official_atc_elder_only.py", "needlebench_official_atc")
+
+
+def test_needlebench_score_is_opencompass_postprocess_and_evaluator():
+    gold = "Kevin Le"
+    responses = ["So the oldest relative is \\boxed{Kevin Le}.", "\\boxed{{Kevin Le}}", "\\boxed{\\text{Kevin Le}}",
+                 "\\boxed{'Kevin Le'}", "\\boxed{Kevin~Le}", "\\boxed{ Kevin  Le }", "\\boxed{\\textbf{Kevin Le}}",
+                 "\\boxed{James Hill}, no: \\boxed{Kevin Le}", "\\boxed{Kevin Le}, no: \\boxed{James Hill}",
+                 "\\fbox{Kevin Le}", "Kevin Le", "\\boxed{kevin le}", "\\boxed{Kevin Le", "\\boxed{}",
+                 "\\boxed{Kevin Le (the eldest)}", "\\boxed{\\[Kevin Le\\]}", '\\boxed{"Kevin" Le}', ""]
+    record = {"answer": gold, "meta": {"benchmark": "needlebench"}}
+    verdicts = []
+    for response in responses:
+        theirs = needlebench_atc.NeedleBenchATCEvaluator().score(
+            [needlebench_atc.needlebench_atc_postprocess_v2(response)], [gold])["score"] / 100
+        assert bs.score(record, response) == theirs, response
+        verdicts.append(theirs)
+    assert 0 < sum(verdicts) < len(verdicts)  # the cases hold both verdicts
+
+
 # ---- FRAMES (google/frames-benchmark, from a public copy of its test.tsv) ----
 
 FRAMES = REAL / "frames" / "frames_test_set.csv"
