@@ -1,12 +1,14 @@
 """The published benchmarks' REAL release files (small excerpts under tests/data/real/, each with its PROVENANCE.md):
 the importers read them as published and the scorers give the verdicts of each benchmark's own scoring code,
-run here beside ours where its licence lets it be kept (BABILong, Apache-2.0; WorkBench, MIT)."""
+run here beside ours where its licence lets it be kept (BABILong and opencompass's PI-LLM and NeedleBench
+evaluators, Apache-2.0; WorkBench, LongBench v2's pred.py and MRCR's card, MIT)."""
 
 from __future__ import annotations
 
 import csv
 import importlib.util
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -413,10 +415,10 @@ def test_longbench_v2_choice_is_extract_answer_s():
 
 # ---- NeedleBench v2 (opencompass: needlebench_atc_postprocess_v2 and its evaluator; rows are hub-only) ----
 
-needlebench_atc = official(REAL / "needlebench" / "official_atc_elder_only.py", "needlebench_official_atc")
-
-
 def test_needlebench_score_is_opencompass_postprocess_and_evaluator():
+    with warnings.catch_warnings():  # its verbatim '^\{(.*)\}$' is an invalid escape to Python (not to re)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        needlebench_atc = official(REAL / "needlebench" / "official_atc_elder_only.py", "needlebench_official_atc")
     gold = "Kevin Le"
     responses = ["So the oldest relative is \\boxed{Kevin Le}.", "\\boxed{{Kevin Le}}", "\\boxed{\\text{Kevin Le}}",
                  "\\boxed{'Kevin Le'}", "\\boxed{Kevin~Le}", "\\boxed{ Kevin  Le }", "\\boxed{\\textbf{Kevin Le}}",
@@ -431,6 +433,25 @@ def test_needlebench_score_is_opencompass_postprocess_and_evaluator():
         assert bs.score(record, response) == theirs, response
         verdicts.append(theirs)
     assert 0 < sum(verdicts) < len(verdicts)  # the cases hold both verdicts
+
+
+# ---- OpenAI MRCR (the dataset card's grade; rows are hub-only) ----
+
+mrcr_card = official(REAL / "mrcr" / "official_grade.py", "mrcr_official_grade")
+
+
+def test_mrcr_score_is_the_card_s_grade():
+    prefix, poem = "aYooSG8CQg", "Roses bloom in the quiet of the garden,\nand the river keeps its time."
+    record = {"answer": prefix + poem, "meta": {"benchmark": "mrcr", "random_string_to_prepend": prefix}}
+    responses = [prefix + poem, prefix + poem[:30], prefix + poem.upper(), poem, prefix, "",
+                 prefix + poem + "\nShall I write another?", prefix[:-1] + poem, prefix + prefix + poem,
+                 "<think>the second poem</think>" + prefix + poem]
+    for response in responses:
+        assert bs.score(record, response) == pytest.approx(mrcr_card.grade(bs.drop_reasoning(response),
+                                                                            record["answer"], prefix)), response
+    # the documented difference: leading whitespace (left where a <think> block was dropped) is not a miss here
+    assert mrcr_card.grade(" " + prefix + poem, record["answer"], prefix) == 0
+    assert bs.score(record, " " + prefix + poem) == 1.0
 
 
 # ---- FRAMES (google/frames-benchmark, from a public copy of its test.tsv) ----
