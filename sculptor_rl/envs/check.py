@@ -26,13 +26,14 @@ def _group(record: dict) -> str:
 
 
 def _tasks(records: list[dict]) -> list[dict]:
-    """The task records to check: experiences become the predict records of `toolmem.family.from_experiences`,
+    """The task records to check: experiences become the predict records of the toolmem family's `from_experiences`,
     each under its experience's id (the ids checked for repeats are the file's)."""
     if not records or "task" in records[0]:
         return records
-    from .toolmem.family import capability_order, from_experiences
+    from .registry import family
 
-    tasks = from_experiences(records, "predict", capability_order(records))
+    toolmem = family("toolmem")
+    tasks = toolmem.from_experiences(records, "predict", toolmem.capability_order(records))
     return [{**t, "id": t["meta"]["experiences"][0]["id"]} for t in tasks]
 
 
