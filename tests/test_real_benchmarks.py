@@ -326,24 +326,29 @@ def test_biggen_evaluation_output_imports_as_experiences():
 
 # ---- PI-LLM (zhuangziGiantfish/Unable-to-Forget: the paper's code and a published run) ----
 
+PI_LLM_RUN = REAL / "pi_llm" / "gemini-2.0-flash_ntrk-46_ntrkupd-2_"
+
+
+def pi_llm_run(part: str):
+    """One file of the published run (raw-output.json holds one JSON object per line: their values)."""
+    path = PI_LLM_RUN.parent / f"{PI_LLM_RUN.name}{part}"
+    if part == "raw-output.json":
+        return [v for line in path.read_text().splitlines() if line.strip() for v in json.loads(line).values()]
+    if part == "trial.csv":
+        with open(path, newline="", encoding="utf-8") as f:
+            return [float(row["accuracy"]) for row in csv.DictReader(f)]
+    return json.loads(path.read_text())
+
+
 def test_pi_llm_reading_and_accuracy_on_published_model_outputs_are_the_papers():
     from sculptor_rl.longcontext import pi_llm
 
-    run = REAL / "pi_llm" / "gemini-2.0-flash_ntrk-46_ntrkupd-2_"
-    raws = [v for line in (run.parent / f"{run.name}raw-output.json").read_text().splitlines() if line.strip()
-            for v in json.loads(line).values()]
-    read = json.loads((run.parent / f"{run.name}responses.json").read_text())
-    gold = json.loads((run.parent / f"{run.name}correct-answers.json").read_text())
-    with open(run.parent / f"{run.name}trial.csv", newline="", encoding="utf-8") as f:
-        accuracy = [float(row["accuracy"]) for row in csv.DictReader(f)]
+    raws, read, gold = pi_llm_run("raw-output.json"), pi_llm_run("responses.json"), pi_llm_run("correct-answers.json")
+    accuracy = pi_llm_run("trial.csv")
     assert len(raws) == len(read) == len(gold) == len(accuracy) == 2
     for response, theirs, answer, acc in zip(raws, read, gold, accuracy):
         assert len(answer) == 46 and {k: pi_llm.reported_value(response, k) for k in answer} == theirs
-        record = {"id": "x", "answer": answer, "meta": {"benchmark": "pi_llm"}}
-        assert bs.score(record, response) == acc
-        key = next(iter(answer))  # one value misreported: one key of 46 lost
-        wrong = response.replace(f"The current value of {key} is {answer[key]}.", f"The current value of {key} is x.")
-        assert bs.score(record, wrong) == pytest.approx(acc - 1 / 46)
+        assert bs.score({"id": "x", "answer": answer, "meta": {"benchmark": "pi_llm"}}, response) == acc
 
 
 pi_llm_evaluator = official(REAL / "pi_llm" / "official_pi_llm_evaluator.py", "pi_llm_official_evaluator")
@@ -352,12 +357,8 @@ pi_llm_evaluator = official(REAL / "pi_llm" / "official_pi_llm_evaluator.py", "p
 def test_pi_llm_score_is_opencompass_grade_pi_response_on_published_outputs_and_their_variants():
     """The benchmark's evaluator (opencompass, as the dataset card's) beside ours on the published answers and on
     variants of them: values misreported, asterisks, `key: value` lines, keys left out, error replies."""
-    run = REAL / "pi_llm" / "gemini-2.0-flash_ntrk-46_ntrkupd-2_"
-    raws = [v for line in (run.parent / f"{run.name}raw-output.json").read_text().splitlines() if line.strip()
-            for v in json.loads(line).values()]
-    gold = json.loads((run.parent / f"{run.name}correct-answers.json").read_text())
     evaluator = pi_llm_evaluator.PILLMEvaluator()
-    for response, answer in zip(raws, gold):
+    for response, answer in zip(pi_llm_run("raw-output.json"), pi_llm_run("correct-answers.json")):
         keys = list(answer)
         lines = [f"The current value of {k} is {answer[k]}." for k in keys]
         variants = [response, response.replace(f"is {answer[keys[0]]}.", "is x.").replace(f"is {answer[keys[5]]}.",
