@@ -297,7 +297,8 @@ def _read_prompts(path) -> dict[str, dict]:
 LONGBENCH_V2_PROMPT = ("Please read the following text and answer the question below.\n\n<text>\n$DOC$\n</text>\n\n"
                        "What is the correct answer to this question: $Q$\nChoices:\n(A) $C_A$\n(B) $C_B$\n(C) $C_C$\n"
                        "(D) $C_D$\n\nFormat your response as follows: \"The correct answer is (insert answer here)\".")
-_LONGBENCH_QUESTION = "\n</text>\n\nWhat is the correct answer to this question: "
+_LONGBENCH_QUESTION = LONGBENCH_V2_PROMPT[  # what follows the context: where its span ends
+    LONGBENCH_V2_PROMPT.index("\n</text>"):LONGBENCH_V2_PROMPT.index("$Q$")]
 _LONGBENCH_COLUMNS = ("_id", "question", "choice_A", "choice_B", "choice_C", "choice_D", "answer", "context")
 
 
