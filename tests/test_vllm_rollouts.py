@@ -380,3 +380,29 @@ def test_a_failing_rollout_stops_the_others_and_aborts_their_requests(vllm_engin
     (traj,) = run_rollouts(tasks[:1], vllm_engine, fmt, acm_env(4), LoopConfig(max_new_tokens=8, max_tool_calls=1),
                            progress=False)
     assert traj.steps and traj.steps[0].completion_ids
+
+
+def test_engine_logprobs_are_taken_after_the_temperature(rollouts, vllm_engine, model_path):
+    """At T = 0.7 the engine reports the logprobs of the distribution it sampled from, the trainer's
+    log_softmax(logits / T) of the same tokens, within bf16's gap; not the untempered ones (vLLM's default), whose
+    bias would weight every token of an overlapped round's behaviour correction."""
+    from transformers import AutoModelForCausalLM
+
+    from sculptor_rl.engines import Request
+
+    _, plain, _ = rollouts
+    prompt = plain[0].steps[0].prompt_ids
+    requests = [Request(prompt, [], 48, SamplingConfig(temperature=0.7, seed=k)) for k in range(4)]
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    gaps, raw_gaps = [], []
+    for c in vllm_engine.generate(requests):
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([prompt + c.token_ids])).logits[0, len(prompt) - 1 : -1]
+        ids = torch.tensor(c.token_ids)[:, None]
+        tempered = torch.log_softmax(logits / 0.7, -1).gather(-1, ids).squeeze(-1).tolist()
+        raw = torch.log_softmax(logits, -1).gather(-1, ids).squeeze(-1).tolist()
+        gaps.append(mean_gap(tempered, c.logprobs))
+        raw_gaps.append(mean_gap(raw, c.logprobs))
+    gap, raw_gap = sum(gaps) / len(gaps), sum(raw_gaps) / len(raw_gaps)
+    print(f"engine vs trainer at T=0.7: mean gap {gap:.4f} (tempered), {raw_gap:.4f} (untempered)")
+    assert gap < 0.1 and raw_gap > 2 * gap

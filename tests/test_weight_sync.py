@@ -227,3 +227,24 @@ def test_lora_sync_leaves_the_frozen_base_and_the_reference_bit_identical():
     assert not any("lora_" in n for n in weights) and "model.layers.0.self_attn.q_proj.weight" in weights
     synced = sync.weights(model)["model.layers.0.self_attn.q_proj.weight"].float()
     assert torch.allclose(synced, expected, atol=1e-2) and not torch.equal(synced, layer.base_layer.weight.float())
+
+
+def test_hf_engine_logprobs_are_the_trainers_at_the_temperature(fmt, tmp_path):
+    """The `hf` engine reports log_softmax(logits / T) of the sampled tokens, what the trainer computes."""
+    from transformers import AutoModelForCausalLM
+
+    from sculptor_rl.engines import Request, SamplingConfig
+    from sculptor_rl.engines.hf_engine import HFEngine
+    from sculptor_rl.train.shared_prefix import token_logprobs
+    from test_rl_loss import tiny_model_dir
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir(len(fmt.tokenizer), tmp_path / "tiny"),
+                                                 dtype=torch.float32)
+    engine = HFEngine(model, fmt.tokenizer, [fmt.tokenizer.eos_token_id], SamplingConfig(temperature=0.7, seed=0))
+    prompt = list(range(5, 17))
+    c = engine.generate([Request(prompt, [], 16)])[0]
+    ids = torch.tensor([prompt + c.token_ids])
+    labels = torch.full_like(ids, -100)
+    labels[0, len(prompt):] = ids[0, len(prompt):]
+    logps, _ = token_logprobs(model, ids, torch.ones_like(ids), labels, temperature=0.7, shared_prefix=False)
+    assert torch.allclose(logps[0], torch.tensor(c.logprobs), atol=1e-4)

@@ -50,12 +50,14 @@ class HFEngine:
             max_new_tokens=max(r.max_new_tokens for r in requests), do_sample=not greedy,
             temperature=None if greedy else s.temperature, top_p=None if greedy else s.top_p,
             top_k=None if greedy or s.top_k < 0 else s.top_k, eos_token_id=self.stop_ids, pad_token_id=self.pad_id,
-            output_logits=True, return_dict_in_generate=True,
+            output_scores=True, return_dict_in_generate=True,
         )
         new = gen.sequences[:, width:].cpu()
-        # logprobs of the sampled tokens under the temperature-scaled distribution, as vLLM reports them
-        logits = torch.stack(gen.logits, dim=1).float().cpu() / (1.0 if greedy else s.temperature)
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        # logprobs of the sampled tokens under the distribution they were drawn from: `scores` are the logits after
+        # generate's processors (temperature, top-k, top-p), as vLLM's `processed_logprobs` (`vllm_engine`) and
+        # as the trainer computes them (logits / T; the same where top_p = 1 and top_k is off)
+        scores = torch.stack(gen.scores, dim=1).float().cpu()
+        logp = torch.log_softmax(scores, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
         completions = []
         for row, r in enumerate(requests):
             seq = new[row].tolist()

@@ -153,8 +153,11 @@ class VLLMEngine:
 
         import torch
 
+        # processed_logprobs: the sampled tokens' logprobs after temperature (and top-k / top-p), the distribution
+        # they were drawn from and the one the trainer computes (logits / T); vLLM's default reports them before
+        # the temperature, which biases every behaviour weight and `sampling/logp_diff` whenever T != 1
         kwargs = {**default_device_settings(), "enable_prefix_caching": True, "seed": sampling.seed or 0,
-                  "worker_extension_cls": f"{__name__}.WorkerExtension"}
+                  "worker_extension_cls": f"{__name__}.WorkerExtension", "logprobs_mode": "processed_logprobs"}
         kwargs.update(llm_kwargs)
         self.sleep_mode = kwargs.pop("enable_sleep_mode", False) and sleep_mode_available()
         if self.sleep_mode:
