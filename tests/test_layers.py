@@ -37,7 +37,7 @@ LAYERS = {
     "envs.toolmem": 2,
     "agent": 3,
     "samples": 4, "metrics": 4,
-    "train": 5, "eval": 5, "serve": 5, "rollout": 5, "slurm": 5, "crossepisode": 5, "probe": 5,
+    "train": 5, "eval": 5, "serve": 5, "view": 5, "rollout": 5, "slurm": 5, "crossepisode": 5, "probe": 5,
     "pipeline": 6,
     "cli": 7,
 }

@@ -133,3 +133,14 @@ class Env:
 
     def info(self) -> dict:
         return {}
+
+    # The run viewer (`sculptor-rl view`) draws each step's context as spans. `view_spans`: span kind -> {"label",
+    # "color"} merged over the viewer's own kinds (template, system, user, fragment, assistant, tool).
+    view_spans: dict[str, dict] = {}
+
+    @staticmethod
+    def context_events(call: dict) -> list[dict]:
+        """How one recorded call (`CallRecord`) changed the context, for the viewer: {"fragment": id, "state":
+        visible|folded|summarized|restored, "chars": n, "summary_chars": n} or {"message": i, "state": "deleted"}.
+        Default: none (the viewer then shows the messages as they were appended)."""
+        return []

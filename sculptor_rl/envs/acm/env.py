@@ -3,6 +3,8 @@ prompt, the task family's scorer and the eq. 4 reward (both `Env` defaults)."""
 
 from __future__ import annotations
 
+import re
+
 from ...acm import TOOL_SCHEMAS, Workspace
 from ...longcontext import FAMILIES
 from ..base import Env
@@ -31,6 +33,11 @@ def llm_summarizer(llm):
     return summarize
 
 
+_MADE = re.compile(r"^- (f[a-z0-9]{5}): (\d+) chars", re.M)  # fragment_context's result, one line per fragment
+_SUMMARY = re.compile(r"shown as a (\d+)-char summary")  # summarize_fragment's result
+_STATES = {"fold_fragment": "folded", "summarize_fragment": "summarized", "restore_fragment": "restored"}
+
+
 class AcmEnv(Env):
     name = "acm"
     system_prompt = ACM_SYSTEM_PROMPT
@@ -41,6 +48,22 @@ class AcmEnv(Env):
     def eval_modes(cls) -> dict[str, tuple[str, dict]]:
         """ACM against the no-tool baselines: each mode is the environment of that name."""
         return {mode: (mode, {}) for mode in ("acm", "full", "truncate", "bm25")}
+
+    @staticmethod
+    def context_events(call: dict) -> list[dict]:
+        """The fragments a call made or changed, read from its result text (the workspace's own wording)."""
+        if not (call["ok"] and call["modified"]):
+            return []
+        if call["name"] == "fragment_context":
+            return [{"fragment": f, "state": "visible", "chars": int(n)} for f, n in _MADE.findall(call["result"])]
+        state = _STATES.get(call["name"])
+        fragment = call["arguments"].get("fragment_id") if isinstance(call["arguments"], dict) else None
+        if state is None or not fragment:
+            return []
+        event = {"fragment": fragment, "state": state}
+        if (m := _SUMMARY.search(call["result"])) and state == "summarized":
+            event["summary_chars"] = int(m[1])
+        return [event]
 
     def __init__(self, task: dict, params=None, *, seed: int = 0, **kwargs):
         super().__init__(task, params, seed=seed, **kwargs)
