@@ -46,10 +46,11 @@ def write_parquet(records: Iterable[dict], path: str | Path) -> None:
 
 
 def load_tasks(source: str | Path, split: str = "train", limit: int | None = None,
-               known: Collection[str] | None = None) -> list[dict]:
+               known: Collection[str] | None = None, check=None, hint=None) -> list[dict]:
     """Records from a `.jsonl` file, a `.parquet` file, or a `datasets` name or directory (`split` is used
     only there). At most `limit` records, in order. An empty source is an error, not an empty run. `known`: the
-    task names a record may have (None: any)."""
+    task names a record may have (None: any). `check(record)`: the caller's own checks of each record (a ValueError,
+    given the record's place); `hint(task)`: what to do about an unknown task, said after its error."""
     source = str(source)
     if source.endswith(".jsonl"):
         rows = iter_jsonl(source)
@@ -63,7 +64,12 @@ def load_tasks(source: str | Path, split: str = "train", limit: int | None = Non
     for where, row in rows:
         if limit is not None and len(records) >= limit:
             break
-        record = validate(_decode(row, where), where, known)
+        record = validate(_decode(row, where), where, known, hint)
+        if check is not None:
+            try:
+                check(record)
+            except ValueError as e:
+                raise ValueError(f"{where}: {e}") from None
         if record["id"] in first_seen:
             raise ValueError(f"{where}: duplicate id {record['id']!r} (first at {first_seen[record['id']]})")
         first_seen[record["id"]] = where
@@ -95,8 +101,9 @@ def context_spans(record: dict) -> list[tuple[int, int, int]]:
     return out
 
 
-def validate(record, where: str = "record", known: Collection[str] | None = None) -> dict:
-    """The record itself if it has the required fields with the right types, else ValueError."""
+def validate(record, where: str = "record", known: Collection[str] | None = None, hint=None) -> dict:
+    """The record itself if it has the required fields with the right types, else ValueError (an unknown task's
+    ends with `hint(task)` where given)."""
     if not isinstance(record, dict):
         raise ValueError(f"{where}: a record must be a JSON object, got {type(record).__name__}")
     for field in REQUIRED:
@@ -106,7 +113,8 @@ def validate(record, where: str = "record", known: Collection[str] | None = None
         if not isinstance(record[field], str) or not record[field]:
             raise ValueError(f"{where}: field {field!r} must be a non-empty string, got {record[field]!r}")
     if known is not None and record["task"] not in known:
-        raise ValueError(f"{where}: unknown task {record['task']!r} (known: {', '.join(sorted(known))})")
+        raise ValueError(f"{where}: unknown task {record['task']!r} (known: {', '.join(sorted(known))})"
+                         + (f"; {hint(record['task'])}" if hint else ""))
     messages = record["messages"]
     if not isinstance(messages, list) or not messages:
         raise ValueError(f"{where}: field 'messages' must be a non-empty list")

@@ -140,7 +140,7 @@ def rollout_engine(cfg: RolloutConfig, fmt: ChatFormat, tasks: list[dict]):
     if cfg.engine == "scripted":
         from .envs.teacher import ScriptedTeacher
 
-        return ScriptedTeacher(tasks, fmt.one_call_per_turn)
+        return ScriptedTeacher(tasks, fmt.one_call_per_turn, cfg.environment)
     kwargs = dict(cfg.engine_kwargs)
     if cfg.engine == "openai":
         if not (cfg.base_url and cfg.teacher_model):

@@ -141,3 +141,39 @@ def test_trained_by_import_path_and_entry_point(site, tmp_path, model_path):
     assert rollouts, list((tmp_path / "rl").iterdir())
     saved = [json.loads(line) for f in rollouts for line in f.read_text().splitlines()]
     assert {t["task_id"].rsplit("-", 1)[0] for t in saved} == {"sum-1"}
+
+
+@pytest.fixture(scope="module")
+def tiny_qwen3(tmp_path_factory) -> str:
+    from tiny_qwen3 import tiny_qwen3_dir
+
+    return tiny_qwen3_dir(tmp_path_factory.mktemp("tiny") / "qwen3")
+
+
+def test_it_makes_its_tasks_and_teaches_them_from_the_command_line(site, tmp_path, tiny_qwen3):
+    """data generate → collect --teacher scripted → samples, each a fresh process finding the example by its entry
+    point: the environment's own `generate` and `teach` hooks, through the commands a built-in goes through."""
+    cli = ["-m", "sculptor_rl.cli"]
+    out = run(site, [*cli, "data", "generate", "--task", "sum", "--num", "4", "--seed", "1", "--param", "high=10",
+                     "--out", "sums.jsonl"], tmp_path, 120)
+    assert out.returncode == 0, out.stderr
+    tasks = [json.loads(line) for line in (tmp_path / "sums.jsonl").read_text().splitlines()]
+    assert [t["id"] for t in tasks] == [f"sum-1-{i}" for i in range(4)] and all(t["answer"] < 19 for t in tasks)
+    out = run(site, [*cli, "collect", "--teacher", "scripted", "--environment", "calculator", "--model", tiny_qwen3,
+                     "--data", "sums.jsonl", "--out", "teacher.jsonl"], tmp_path, 300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    trajs = [json.loads(line) for line in (tmp_path / "teacher.jsonl").read_text().splitlines()]
+    assert len(trajs) == 4 and all(t["reward"] == 1.0 and t["answer"] == str(task["answer"])
+                                   for t, task in zip(trajs, tasks))
+    assert all(step["calls"][0]["name"] == "add" for t in trajs for step in t["steps"][:1])
+    out = run(site, [*cli, "samples", "--in", "teacher.jsonl", "--out", "samples.jsonl"], tmp_path, 120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    samples = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) >= 4 and all(sum(s["loss_mask"]) > 0 for s in samples)
+    # a family its class does not list: the error says what to add, before any rollout
+    (tmp_path / "products.jsonl").write_text(json.dumps({**tasks[0], "id": "p-0", "task": "product"}) + "\n")
+    out = run(site, [*cli, "collect", "--environment", "calculator", "--model", tiny_qwen3, "--data",
+                     "products.jsonl", "--out", "p.jsonl"], tmp_path, 120)
+    assert out.returncode == 2 and "add 'product' to CalculatorEnv.task_families (now: sum)" in out.stderr
+    out = run(site, [*cli, "data", "generate", "--task", "product", "--out", "p.jsonl"], tmp_path, 120)
+    assert out.returncode == 2 and "unknown task 'product'" in out.stderr and "task_families" in out.stderr

@@ -18,6 +18,16 @@ one (`make_env(task, index)`, see `sculptor_rl.envs.make_env_factory`), then at 
 - `score(answer) -> float` (default: the task family's scorer), `reward(traj) -> float` (default: design
   eq. 4, `reward.compute_reward`), `info() -> dict` (the env's record of the rollout, `Trajectory.info`).
 
+Two optional class-level hooks make an environment of one's own go through `data generate`, `collect --teacher
+scripted` and `pipeline` like a built-in one (None: the environment has none; a built-in's families are generated
+and taught by the modules its registry entry names):
+
+- `generate(num, seed, params) -> list[dict]`: `num` task records of its `task_families`, the same for the same
+  (num, seed, params) (`params`: `data generate --param K=V`; an environment of several families finds the one
+  asked for under `params["task"]`);
+- `teach(task, messages, tools=None) -> dict | str`: its scripted teacher (the contract of `envs.teacher`: the next
+  assistant turn, a structured message of tool calls or the final answer's text, read from the conversation so far).
+
 And for `sculptor-rl eval --environment NAME`, class-level: `task_families` (the generated families it runs by
 default), `eval_modes()` (its modes: mode -> the environment that runs it and that one's parameters) and
 `summarize(trajs, mode)` (the env's own metrics of a mode's trajectories, beside the usual ones).
@@ -57,6 +67,10 @@ class Env:
     system_prompt = ""
     tools: list[dict] = []
     task_families: tuple[str, ...] = ()  # what `eval` generates for this env by default
+    # optional hooks (see the module docstring): a classmethod `generate(num, seed, params) -> list[dict]` and a
+    # staticmethod `teach(task, messages, tools=None) -> dict | str`
+    generate = None
+    teach = None
 
     @classmethod
     def eval_modes(cls) -> dict[str, tuple[str, dict]]:

@@ -24,8 +24,8 @@ from importlib.metadata import entry_points
 
 from .base import Env
 
-__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "env_class", "env_names", "family", "family_names", "import_records",
-           "importer_names", "params_of", "register_env", "teacher"]
+__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "env_class", "env_names", "family", "family_env", "family_names",
+           "import_records", "importer_names", "missing_family", "params_of", "register_env", "teacher"]
 
 ENTRY_POINT_GROUP = "sculptor_rl.environments"
 LONG_CONTEXT = ("pi_llm", "needlebench", "mrcr", "babilong", "gsm_infinite")
@@ -62,6 +62,12 @@ BUILTIN: dict[str, Entry] = {
     "toolmem": Entry("sculptor_rl.envs.toolmem:ToolMemEnv", {"toolmem": "sculptor_rl.envs.toolmem.family"},
                      "sculptor_rl.envs.toolmem.teacher:teach",
                      {"biggen": "sculptor_rl.envs.toolmem.biggen:import_records"}),
+    # the other context-management paradigms, on the long-context families (their teachers: the `teach` hooks)
+    "fold": Entry("sculptor_rl.envs.fold:FoldEnv"),
+    "memact": Entry("sculptor_rl.envs.memact:MemActEnv"),
+    "resum": Entry("sculptor_rl.envs.resum:ReSumEnv"),
+    "mem1": Entry("sculptor_rl.envs.mem1:Mem1Env"),
+    "memagent": Entry("sculptor_rl.envs.memagent:MemAgentEnv"),
 }
 _REGISTERED: dict[str, type[Env]] = {}  # register_env's, this process only
 
@@ -151,11 +157,42 @@ def family(name: str):
     return _load(_FAMILIES[name], "task family")
 
 
-def teacher(task_family: str):
-    """The scripted teacher of a task family: `teach(task, messages, tools=None) -> dict | str`."""
-    if task_family not in _TEACHERS:
-        raise ValueError(f"no scripted teacher for task {task_family!r} (have: {', '.join(sorted(_TEACHERS))})")
-    return _load(_TEACHERS[task_family], "teacher")
+def family_env(task_family: str, environment: str | None = None) -> type[Env] | None:
+    """The user's environment whose `task_families` lists `task_family` (a family no built-in owns):
+    `environment` where given, else the first installed entry point's (each imported now); None if none does."""
+    if environment:
+        cls = env_class(environment)
+        return cls if task_family in cls.task_families else None
+    for name in _entry_points():
+        cls = env_class(name)
+        if task_family in cls.task_families:
+            return cls
+    return None
+
+
+def missing_family(task_family: str, environment: str | None) -> str:
+    """What to do about a family that neither a built-in nor `environment` owns, as the end of an error message."""
+    if environment and environment not in BUILTIN:
+        cls = env_class(environment)
+        return (f"add {task_family!r} to {cls.__qualname__}.task_families (now: "
+                f"{', '.join(cls.task_families) or 'none'}) in {cls.__module__}")
+    return ("name the environment that owns it with --environment (a built-in, package.module:Class or an entry "
+            f"point of group {ENTRY_POINT_GROUP}), whose class lists it in `task_families`")
+
+
+def teacher(task_family: str, environment: str | None = None):
+    """The scripted teacher of a task family: `teach(task, messages, tools=None) -> dict | str`: a built-in's, or
+    the `teach` hook of the user's environment that owns the family (`family_env`)."""
+    if task_family in _TEACHERS:
+        return _load(_TEACHERS[task_family], "teacher")
+    owner = family_env(task_family, environment)
+    if owner is not None and owner.teach is not None:
+        return owner.teach
+    if owner is not None:
+        raise ValueError(f"no scripted teacher for task {task_family!r}: {owner.__qualname__} has no `teach` hook "
+                         "(docs/writing-an-environment.md)")
+    raise ValueError(f"no scripted teacher for task {task_family!r} (have: {', '.join(sorted(_TEACHERS))}); "
+                     + missing_family(task_family, environment))
 
 
 def importer_names() -> list[str]:

@@ -22,17 +22,19 @@ class ScriptedTeacher:
     """The teachers as the policy of a run over `tasks`: each request's next completion comes from its task
     family's teacher, as a structured turn the loop renders in the policy's format. A request names its rollout
     (`Request.rollout_id`, "<task id>/<copy>"); the task is looked up here, so no engine request carries a task.
-    `one_call_per_turn` (a template that renders one call per assistant turn, Llama 3.x's): a turn of several calls
+    `environment`: the run's, whose `teach` hook teaches its own families. `one_call_per_turn` (a template that renders
+    one call per assistant turn, Llama 3.x's): a turn of several calls
     is given one call at a time, the rest queued for the rollout's next requests."""
 
     max_model_len = None
 
-    def __init__(self, tasks: list[dict], one_call_per_turn: bool = False):
+    def __init__(self, tasks: list[dict], one_call_per_turn: bool = False, environment: str | None = None):
         self.tasks = {t["id"]: t for t in tasks}
         self.one_call_per_turn = one_call_per_turn
         self.queued: dict[str, list[dict]] = {}
-        # each family's teacher, looked up once: a family without one fails before any rollout
-        self.teachers = {t["task"]: registry.teacher(t["task"]) for t in tasks}
+        # each family's teacher, looked up once: a family without one fails before any rollout; a user's
+        # environment (`environment`, or the installed one that lists the family) teaches with its `teach` hook
+        self.teachers = {f: registry.teacher(f, environment) for f in {t["task"]: None for t in tasks}}
 
     def generate(self, requests: list[Request]) -> list[Completion]:
         out = []

@@ -157,7 +157,8 @@ def eval_tasks(cfg: EvalConfig) -> list[dict]:
     for family in cfg.tasks:
         sizes = cfg.sizes.get(family) or [{}]
         for k, params in enumerate(sizes):
-            records += generate(family, num // len(sizes) + (k < num % len(sizes)), cfg.seed + k, **params)
+            records += generate(family, num // len(sizes) + (k < num % len(sizes)), cfg.seed + k,
+                                environment=cfg.environment, **params)
     return records
 
 

@@ -14,6 +14,7 @@ import re
 from .common import check_range, drop_reasoning, make_record, task_rng
 
 NAME = "pi_llm"
+ANSWER = dict  # key -> its current value: the gold answer's type, checked when tasks load
 
 KEY_HEADS = (
     "blood visual heart lung bone muscle liver kidney sleep grip reaction hearing skin joint nerve spine retina "
