@@ -24,6 +24,17 @@ def _param(text: str) -> tuple[str, object]:
         return key, value
 
 
+def _count(text: str) -> int:
+    """A count flag: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
 def _template(args) -> dict:
     """The chat-template settings of a command line (`--chat-template`, `--chat-template-kwarg`, `--parser`)."""
     return {"chat_template": args.chat_template, "chat_template_kwargs": dict(args.chat_template_kwarg) or None,
@@ -46,7 +57,7 @@ def cmd_data_generate(args) -> None:
     from .envs.tasks import generate
     from .jsonl import write_jsonl
 
-    records = generate(args.task, args.num, args.seed, **dict(args.param))
+    records = generate(args.task, args.num, args.seed, environment=args.environment, **dict(args.param))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     write_jsonl(records, args.out)
     print(f"wrote {len(records)} {args.task} tasks to {args.out}")
@@ -347,10 +358,15 @@ def build_parser() -> argparse.ArgumentParser:
     data = sub.add_parser("data", help="tasks").add_subparsers(dest="what", required=True)
     gen = data.add_parser("generate", help="generate tasks offline (deterministic by seed)")
     from .envs.registry import family_names, importer_names  # nothing imported: the help lists every name
-    gen.add_argument("--task", required=True, choices=sorted(family_names()))
-    gen.add_argument("--num", type=int, default=100)
-    gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--out", required=True)
+    gen.add_argument("--task", required=True, metavar="FAMILY",
+                     help=f"a task family: built-in ({', '.join(sorted(family_names()))}) or one a user's "
+                     "environment lists in its task_families (--environment, or an installed entry point)")
+    gen.add_argument("--environment", default=None, help="the environment whose generate hook makes --task's "
+                     "tasks: package.module:Class or an entry point (default: the built-in family's, else the "
+                     "installed environment that lists it)")
+    gen.add_argument("--num", type=_count, default=100, help="how many tasks (default: 100)")
+    gen.add_argument("--seed", type=int, default=0, help="default: 0")
+    gen.add_argument("--out", required=True, help="tasks .jsonl")
     gen.add_argument("--param", type=_param, action="append", default=[], metavar="K=V",
                      help="a generator parameter, e.g. keys=4 updates=16 (repeatable)")
     gen.set_defaults(fn=cmd_data_generate)
