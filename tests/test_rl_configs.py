@@ -162,3 +162,14 @@ def test_validate_checks_max_model_len_and_the_template_against_the_model(tmp_pa
         main(["validate", "--config", str(bad)])
     assert "chat template: rendering a two-step tool conversation raised" in str(e.value.code)
     assert "no tool role" in str(e.value.code)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*/rl_*.yaml")), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_shipped_rl_configs_train_the_papers_objective_unless_they_say_why(path):
+    """The default (`SculptorGRPOConfig`) and every shipped config: one ratio over a rollout's samples (eq. 2) and
+    each rollout one term (eq. 1); a config that differs says why in a comment."""
+    defaults = config()
+    assert (defaults.importance_sampling_level, defaults.loss_weighting) == ("rollout", "per-rollout")
+    cfg = yaml.safe_load(path.read_text())
+    objective = (cfg.get("importance_sampling_level", "rollout"), cfg.get("loss_weighting", "per-rollout"))
+    assert objective == ("rollout", "per-rollout") or "not the paper's objective" in path.read_text()

@@ -273,23 +273,26 @@ def trl_inputs(samples, advantages, old_of, pad_id, ref_of=None):
     return out
 
 
-@pytest.mark.parametrize("level,loss_type,beta", [("sequence", "grpo", 0.0), ("token", "dapo", 0.0),
-                                                  ("token", "grpo", 0.0), ("sequence", "grpo", 0.05)])
-def test_equals_trl_grpo_trainer_loss(level, loss_type, beta, fmt, tmp_path):
-    """One sample per rollout and one micro-batch: our trainer's loss and gradients equal TRL's `_compute_loss`."""
+@pytest.mark.parametrize("level,loss_type,beta,delta", [
+    ("sequence", "grpo", 0.0, None), ("token", "dapo", 0.0, None), ("token", "grpo", 0.0, None),
+    ("sequence", "grpo", 0.05, None), ("token", "grpo", 0.0, 1.04), ("sequence", "grpo", 0.05, 1.04)])
+def test_equals_trl_grpo_trainer_loss(level, loss_type, beta, delta, fmt, tmp_path):
+    """One sample per rollout and one micro-batch: our trainer's loss and gradients equal TRL's `_compute_loss`
+    (`delta`: TRL's two-sided clipping, here on a negative advantage whose ratio is above delta)."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
     vocab = len(fmt.tokenizer)
     common = dict(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2, bf16=False,
                   report_to="none", importance_sampling_level=level, loss_type=loss_type, epsilon=EPS_LOW,
-                  epsilon_high=EPS_HIGH, beta=beta, gradient_checkpointing=False)
+                  epsilon_high=EPS_HIGH, beta=beta, gradient_checkpointing=False, delta=delta)
     from transformers import AutoModelForCausalLM
 
     path = tiny_model_dir(vocab, tmp_path / "tiny")
     ours_model, trl_model = (AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32) for _ in range(2))
     task = {"id": "t0", "task": "pi_llm", "messages": [{"role": "user", "content": "x"}], "answer": {"k": "v"}}
-    ours = SculptorGRPOTrainer(ours_model, SculptorGRPOConfig(**common, engine="hf", tasks="unused.jsonl", lm_coef=0.0),
+    ours = SculptorGRPOTrainer(ours_model, SculptorGRPOConfig(**common, engine="hf", tasks="unused.jsonl", lm_coef=0.0,
+                                                              loss_weighting="per-sample"),  # TRL's unit
                                [task], fmt.tokenizer, fmt)
     theirs = GRPOTrainer(trl_model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
                          args=GRPOConfig(**common), train_dataset=Dataset.from_dict({"prompt": ["x"] * 4}),
@@ -300,6 +303,8 @@ def test_equals_trl_grpo_trainer_loss(level, loss_type, beta, fmt, tmp_path):
 
     samples = cut_rollouts(vocab)
     advantages = [1.2, 0.6, 0.3, -0.2]  # not summing to ~0, so the loss is not a cancellation
+    if delta:
+        advantages[0] = -1.2  # its ratios ~exp(0.05) > delta: capped
     batch = collate(samples, advantages, fmt.tokenizer.pad_token_id)
     batch.update(num_samples=4.0, num_rollouts=4.0, num_tokens=float((batch["labels"] != -100).sum()),
                  num_lm_tokens=0.0)
@@ -331,6 +336,9 @@ def test_equals_trl_grpo_trainer_loss(level, loss_type, beta, fmt, tmp_path):
     for (name, p), q in zip(ours.model.named_parameters(), theirs.model.parameters()):
         assert torch.allclose(p.grad, q.grad, rtol=1e-3, atol=1e-6), name
     assert any(m for m in ("clip_ratio/low_mean", "clip_ratio/high_mean") if ours._metrics["train"][m][-1] > 0)
+    if delta:
+        ours.args.delta = None
+        assert ours._compute_loss(ours.model, batch).item() != pytest.approx(loss_ours.item(), rel=1e-3)
 
 
 @pytest.mark.parametrize("level,loss_type,weighting", [
@@ -453,3 +461,36 @@ def test_plan_shows_the_loss_options():
     check_config(cfg)
     objective = next(line for line in plan(cfg).splitlines() if line.startswith("objective"))
     assert "over a rollout's samples, paper eq. 2" in objective and "loss_type grpo, per-rollout" in objective
+
+
+def test_rollout_level_takes_one_behaviour_weight_per_rollout():
+    """Level rollout: a sequence mode's truncated weight is the rollout's π_old / μ over all of its samples' trained
+    tokens (eq. 2's probability of the rollout), shared by its samples; without rollouts, one per sample."""
+    from sculptor_rl.train.loss import behaviour_weights
+
+    logps, old, _, _, mask = fixed_batch()
+    engine = old - 0.01 * torch.arange(1, 5, dtype=old.dtype)[:, None]  # samples 0-1: rollout 0, 2-3: rollout 1
+    rollouts = torch.tensor([0, 0, 1, 1])
+    w = behaviour_weights(old, engine, mask, "sequence_truncate", 0.0, 10.0, rollouts)
+    per_sample = ((old - engine) * mask).sum(-1)
+    expected = torch.exp(torch.stack([per_sample[:2].sum(), per_sample[:2].sum(), per_sample[2:].sum(),
+                                      per_sample[2:].sum()]))[:, None]
+    assert torch.allclose(w, expected) and w[0] == w[1] and w[2] == w[3]
+    assert torch.allclose(behaviour_weights(old, engine, mask, "sequence_truncate", 0.0, 10.0),
+                          torch.exp(per_sample)[:, None])
+    capped = behaviour_weights(old, engine, mask, "sequence_truncate", 0.0, 1.05, rollouts)
+    assert torch.equal(capped, torch.clamp(expected, max=1.05))
+
+
+def test_mask_truncated_completions_trains_no_completion_cut_at_the_length_cap():
+    """TRL's `mask_truncated_completions`: a completion that stopped at max_new_tokens gets no loss; the rollout's
+    other completions keep theirs."""
+    from sculptor_rl.trajectory import Step, Trajectory
+    from sculptor_rl.train.micro_batches import round_samples
+
+    steps = [Step([1, 2, 3], [4, 5], None, "a", "stop"), Step([1, 2, 3, 4, 5, 6], [7, 8, 9], None, "b", "length")]
+    traj = Trajectory("t", "pi_llm", steps, [], None, 0.0, "max_tool_calls", 0, 0, rollout_id="r")
+    kept, _ = round_samples([traj], [1.0])
+    masked, _ = round_samples([traj], [1.0], mask_truncated=True)
+    assert kept[0].loss_mask == [0, 0, 0, 1, 1, 0, 1, 1, 1]
+    assert masked[0].loss_mask == [0, 0, 0, 1, 1]  # trimmed after the last trained token

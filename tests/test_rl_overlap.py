@@ -86,7 +86,7 @@ def test_staleness_zero_is_the_synchronous_objective(fmt, tmp_path):
     """With max_staleness 0 the engine's logprobs (here far from the trainer's) change neither the loss nor its
     gradients: the trainer's loss is the on-policy formula (policy term with old = current, + LM term), exactly.
     With overlapped rounds the same batch gives the corrected loss."""
-    t = trainer_for(fmt, tmp_path)
+    t = trainer_for(fmt, tmp_path, importance_sampling_level="sequence", loss_weighting="per-sample")
     g = torch.Generator().manual_seed(2)
     samples = [replace(s, logprobs=(-torch.rand(len(s.input_ids), generator=g) * 4).tolist())
                for s in cut_rollouts(len(fmt.tokenizer), sizes=(1, 2, 1, 1))]

@@ -53,3 +53,33 @@ def test_sft_runs_saves_a_servable_checkpoint_and_resumes(tmp_path, fmt, model_p
     state = json.loads((tmp_path / "out" / "checkpoint-2" / "trainer_state.json").read_text())
     assert state["global_step"] == 2 and [h["step"] for h in state["log_history"] if "loss" in h] == [1, 2]
     assert not (tmp_path / "out" / "checkpoint-1").exists()
+
+
+def test_loss_over_every_ranks_tokens_is_scaled_back_as_transformers_does(fmt, tmp_path, monkeypatch):
+    """With num_items_in_batch counted over all ranks (average_tokens_across_devices), transformers' own
+    `compute_loss` multiplies by the number of processes (DDP and DeepSpeed average the ranks' gradients); ours the
+    same, so 2 ranks train with the 1-rank gradient (without it: half of it, and another clip)."""
+    from accelerate import Accelerator
+    from datasets import Dataset
+    from transformers import Trainer
+
+    from sculptor_rl.train.sft import MaskedSFTTrainer, SculptorSFTConfig
+
+    model = tiny_model()
+    rows = [{"input_ids": list(range(3, 15)), "assistant_masks": [0] * 6 + [1] * 6}]
+    cfg = SculptorSFTConfig(output_dir=str(tmp_path), bf16=False, report_to="none",
+                            gradient_checkpointing=False)
+    trainer = MaskedSFTTrainer(model=model, args=cfg, train_dataset=Dataset.from_list(rows),
+                               processing_class=fmt.tokenizer)
+    ids = torch.randint(0, 97, (2, 16), generator=torch.Generator().manual_seed(0))
+    labels = torch.full_like(ids, -100)
+    labels[0, 4:9], labels[1, 10:16] = ids[0, 4:9], ids[1, 10:16]
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
+    monkeypatch.setattr(Accelerator, "num_processes", property(lambda self: 2))
+    n = torch.tensor(40)  # the step's trained tokens on every rank
+    assert trainer.model_accepts_loss_kwargs and cfg.average_tokens_across_devices
+    ours = trainer.compute_loss(model, dict(inputs), num_items_in_batch=n)
+    theirs = Trainer.compute_loss(trainer, model, dict(inputs), num_items_in_batch=n)
+    assert torch.allclose(ours, theirs, atol=1e-6)
+    single = Trainer.compute_loss(trainer, model, dict(inputs), num_items_in_batch=n) / 2
+    assert not torch.allclose(ours, single)

@@ -9,6 +9,7 @@ samples cut from one rollout (default: every sample its own rollout). R(i) below
              sequence ("GSPO"):  r_i  = exp(mean_t∈mask_i (logp_it - old_it))          (same for all t of i)
              rollout  (eq. 2):   r_i  = exp(Σ_{j∈R(i)} Σ_t m_jt (logp_jt - old_jt) / Σ_{j∈R(i)} Σ_t m_jt)
     per token                    l_it = -min(r A_i, clip(r, 1 - ε_low, 1 + ε_high) A_i) + β KL_it
+                                 (`delta`, TRL's two-sided clipping: min(r, δ) in the first term)
     loss_type "grpo", loss_weighting
       "per-sample":              L = Σ_i (Σ_t m_it l_it / Σ_t m_it) / N_samples     (mean over samples)
       "per-rollout":             L = Σ_R (Σ_{i∈R} Σ_t m_it l_it / Σ_{i∈R} Σ_t m_it) / N_rollouts
@@ -22,8 +23,8 @@ generated in; so π(τ_i|x) is the product over the rollout's samples of their t
 |τ_i| their count. Level "rollout" is that ratio exactly (one ratio for all of a rollout's tokens), and
 loss_weighting "per-rollout" makes each rollout one term of eq. 1's (1/G) Σ_i however many samples it was cut
 into: with both (and β = 0) every trained token of rollout i carries the same -min(s_i A_i, clip(s_i) A_i), so L
-is eq. 1's mean over rollouts. "per-sample" (the default, TRL's unit) counts each sample once instead, which gives
-a rollout with more context changes more weight. "per-rollout" takes loss_type "grpo" (a mean per rollout);
+is eq. 1's mean over rollouts; both are the trainer's defaults. "per-sample" (TRL's unit) counts each sample
+once instead, which gives a rollout with more context changes more weight. "per-rollout" takes loss_type "grpo" (a mean per rollout);
 "dapo" already counts every token once.
 
 Behaviour-policy correction (overlapped rounds, `max_staleness` > 0): the tokens were sampled by the engine at
@@ -33,6 +34,8 @@ logprobs and C_min, C_max TRL's `vllm_importance_sampling_clip_min` / `_max`:
     token_truncate:     w_it = clamp(exp(old_it - μ_it), C_min, C_max)
     sequence_truncate:  w_i  = clamp(exp(Σ_t m_it (old_it - μ_it)), C_min, C_max)
     token_mask / sequence_mask: the same ratios, set to 0 outside [C_min, C_max] instead of clamped.
+With level "rollout" the sequence modes take one weight per rollout, the sum over all of its samples' trained
+tokens, as its ratio does.
 Truncation bounds the variance a stale or mismatched token can add (Yao et al. 2025, "truncated importance
 sampling"); the weights are constants (no gradient through them).
 
@@ -86,9 +89,11 @@ def policy_loss(
     ref_logps: torch.Tensor | None = None,
     bias_correction_kl: bool = True,
     importance_weights: torch.Tensor | None = None,
+    delta: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The clipped surrogate loss (to minimize) and detached statistics for logging. `importance_weights`: the
     behaviour-policy correction (`behaviour_weights`, broadcast to `[B, k]`), None for on-policy samples.
+    `delta`: two-sided clipping, TRL's: the unclipped ratio capped at `delta` too (None: no cap).
 
     `num_samples` / `num_rollouts` / `num_tokens` are the normalizers (defaults: this batch's own counts of
     samples with a trained token, of rollouts with one, and of trained tokens)."""
@@ -120,7 +125,9 @@ def policy_loss(
         raise ValueError(f"importance_sampling_level must be one of {IMPORTANCE_SAMPLING_LEVELS}, got {level!r}")
     ratio = torch.exp(log_w)
     clipped = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
-    per_token = -torch.min(ratio * adv, clipped * adv)
+    # as TRL: the cap applies to the first term's ratio only (the KL's bias correction keeps the uncapped one)
+    capped = ratio if delta is None else torch.clamp(ratio, max=delta)
+    per_token = -torch.min(capped * adv, clipped * adv)
     if importance_weights is not None:
         per_token = per_token * importance_weights
     if beta:
@@ -155,13 +162,21 @@ def policy_loss(
 
 
 def behaviour_weights(old_logps: torch.Tensor, sampling_logps: torch.Tensor, mask: torch.Tensor, mode: str,
-                      clip_min: float | None, clip_max: float | None) -> torch.Tensor:
+                      clip_min: float | None, clip_max: float | None,
+                      rollout_ids: torch.Tensor | None = None) -> torch.Tensor:
     """Truncated (or masked) importance weights π_old / μ of the module docstring, `[B, k]` (token modes) or `[B, 1]`
-    (sequence modes), detached. A position whose engine logprob is NaN gets ratio 1, as in TRL."""
+    (sequence modes), detached. A position whose engine logprob is NaN gets ratio 1, as in TRL. `rollout_ids`
+    (level rollout): a sequence mode's weight is the rollout's, the product over all of its samples' trained
+    tokens (eq. 2's π(τ|x) / μ(τ|x)), one weight shared by its samples."""
     if mode not in BEHAVIOUR_CORRECTIONS:
         raise ValueError(f"vllm_importance_sampling_mode must be one of {BEHAVIOUR_CORRECTIONS}, got {mode!r}")
     diff = torch.nan_to_num((old_logps.detach() - sampling_logps) * mask.to(old_logps.dtype), nan=0.0)
-    ratio = torch.exp(diff.sum(-1, keepdim=True) if mode.startswith("sequence") else diff)
+    if mode.startswith("sequence"):
+        diff = diff.sum(-1, keepdim=True)
+        if rollout_ids is not None:
+            which = torch.unique(rollout_ids.to(diff.device), return_inverse=True)[1]
+            diff = torch.zeros_like(diff).index_add(0, which, diff)[which]
+    ratio = torch.exp(diff)
     if mode.endswith("truncate"):
         return torch.clamp(ratio, min=clip_min, max=clip_max)
     low = -math.inf if clip_min is None else clip_min

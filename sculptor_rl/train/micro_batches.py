@@ -42,17 +42,32 @@ def split_balanced(lengths: list[int], parts: int) -> list[list[int]]:
     return bins
 
 
-def round_samples(trajs, advantages: list[float], policy_version: int | None = None
+def round_samples(trajs, advantages: list[float], policy_version: int | None = None, mask_truncated: bool = False
                   ) -> tuple[list[Sample], list[float]]:
     """A round's trainable samples (Algorithm 1, trimmed) and each one's advantage, its rollout's;
-    `policy_version`: the optimizer step whose weights generated the round."""
+    `policy_version`: the optimizer step whose weights generated the round. `mask_truncated` (TRL's
+    `mask_truncated_completions`): a completion the engine cut at max_new_tokens is not trained (its rollout
+    still counts in its group's advantages, as in TRL)."""
     samples, sample_adv = [], []
     for k, (traj, adv) in enumerate(zip(trajs, advantages)):
         for s in build_samples(traj):
+            if mask_truncated:
+                s = without_truncated(s, traj)
             if any(s.loss_mask):  # the rollout's index keeps its id unique in the round (a task drawn twice)
                 samples.append(replace(trim(s), rollout_id=f"{k}:{s.rollout_id}", policy_version=policy_version))
                 sample_adv.append(adv)
     return samples, sample_adv
+
+
+def without_truncated(sample: Sample, traj) -> Sample:
+    """`sample` with no loss on its completions that stopped at the length cap (`finish_reason` "length")."""
+    mask = list(sample.loss_mask)
+    for j in sample.completions:
+        step = traj.steps[j]
+        if step.finish_reason == "length":
+            at = len(step.prompt_ids)  # the sample's ids begin with step j's prompt + completion
+            mask[at : at + len(step.completion_ids)] = [0] * len(step.completion_ids)
+    return replace(sample, loss_mask=mask)
 
 
 def collate(samples: list[Sample], advantages: list[float], pad_id: int) -> dict[str, torch.Tensor]:
@@ -97,7 +112,9 @@ def micro_batches(samples: list[Sample], advantages: list[float], args, *, level
     With beta 0 a rollout whose advantage is 0 (its group all scored alike) adds exactly nothing to the loss or
     its gradients (the policy term is times A, the LM term takes A > 0 only), so when the round is one
     optimizer step its samples are counted in the normalization but not computed: a round where every group
-    agrees costs no training forward at all."""
+    agrees costs no training forward at all.
+    A rank whose rollouts made no trainable sample trains untrained one-token fillers, entering every collective
+    the others do; when no rank has one, every rank raises the same error."""
     spg, ga = args.steps_per_generation, args.gradient_accumulation_steps
     rollouts: dict[str, list[int]] = {}
     for i, s in enumerate(samples):
@@ -129,10 +146,9 @@ def micro_batches(samples: list[Sample], advantages: list[float], args, *, level
     for idx in parts:
         if idx:
             batches.append(collate([samples[i] for i in idx], [advantages[i] for i in idx], pad_id))
-        else:  # fewer samples than micro-steps: an untrained token keeps every rank's forward/backward in step
-            first = samples[0]
-            batches.append(collate([replace(first, input_ids=first.input_ids[:1], loss_mask=[0], logprobs=None)],
-                                   [0.0], pad_id))
+        else:  # fewer samples than micro-steps (or none on this rank): an untrained token keeps every rank's
+            # forward/backward, and the collectives in them, in step
+            batches.append(collate([Sample("filler", [pad_id], [0], [], None)], [0.0], pad_id))
     counts = []
     for step in range(spg // ga):  # trained samples, trained tokens, LM tokens (A > 0), rollouts, A != 0
         idx = [i for part in parts[step * ga : (step + 1) * ga] for i in part] + (skipped if step == 0 else [])
@@ -141,10 +157,13 @@ def micro_batches(samples: list[Sample], advantages: list[float], args, *, level
                    sum(sum(samples[i].loss_mask) for i in idx if advantages[i] > 0),
                    len({samples[i].rollout_id for i in idx}), sum(advantages[i] != 0 for i in idx)]
     counts = reduce(torch.tensor(counts, dtype=torch.float32)).tolist()
+    if not sum(counts[0::5]):  # every rank knows it after the same collectives: one error everywhere
+        raise RuntimeError("no rollout on any rank produced a trainable completion (are the task prompts longer "
+                           "than max_context_tokens or the engine's max_model_len?)")
     for k, b in enumerate(batches):
         n_samples, n_tokens, n_lm, n_rollouts, _ = counts[5 * (k // ga) : 5 * (k // ga) + 5]
         b.update(num_samples=n_samples / world, num_tokens=n_tokens / world, num_lm_tokens=n_lm / world,
                  num_rollouts=n_rollouts / world)
     # with beta 0 a step whose samples (on every rank) all have advantage 0 has a zero gradient
     signal = [bool(beta) or counts[5 * k + 4] > 0 for k in range(spg // ga)]
-    return batches, signal, len(skipped) / len(samples)
+    return batches, signal, len(skipped) / max(len(samples), 1)

@@ -388,17 +388,15 @@ class SculptorGRPOTrainer(GRPOTrainer):
         if std == "batch":  # the std over every rank's rollouts
             std = self.accelerator.gather(rewards.to(device)).std().item()
         advantages = group_advantages(rewards, self.num_generations, std)
-        samples, sample_adv = round_samples(trajs, advantages.tolist(), version)
-        if not samples:
-            raise RuntimeError("no rollout produced a trainable completion (are the task prompts longer than "
-                               "max_context_tokens or the engine's max_model_len?)")
+        samples, sample_adv = round_samples(trajs, advantages.tolist(), version, args.mask_truncated_completions)
+        # a rank without samples goes on: the collectives below are every rank's (`micro_batches`)
         if args.max_staleness:
             if any(s.logprobs is None for s in samples):
                 raise RuntimeError("max_staleness > 0 corrects with the engine's logprobs, and this engine "
                                    "returned none")
             ages = Counter(self.state.global_step - s.policy_version for s in samples)
             for age in range(args.max_staleness + 1):  # the share of the step's samples that are `age` steps old
-                self._metrics["train"][f"staleness/{age}"].append(ages[age] / len(samples))
+                self._metrics["train"][f"staleness/{age}"].append(ages[age] / max(len(samples), 1))
         batches = self._micro_batches(samples, sample_adv)
         t3 = time.perf_counter()
         self._add_reference_logps(batches)
@@ -457,16 +455,19 @@ class SculptorGRPOTrainer(GRPOTrainer):
         old = inputs.get("old_logps")
         ref = logps.detach() if old is None else old  # the policy before this step's update
         weights = None
+        # level rollout: one behaviour weight per rollout, as one ratio (a rollout's samples share a micro-batch)
+        rollouts = inputs["rollout_ids"] if self.importance_sampling_level == "rollout" else None
         if args.max_staleness and "sampling_logps" in inputs:  # the engine's older policy made the samples
             weights = behaviour_weights(ref, inputs["sampling_logps"], mask, args.vllm_importance_sampling_mode,
-                                        args.vllm_importance_sampling_clip_min, args.vllm_importance_sampling_clip_max)
+                                        args.vllm_importance_sampling_clip_min, args.vllm_importance_sampling_clip_max,
+                                        rollouts)
         loss, stats = policy_loss(
             logps, logps.detach() if old is None else old, adv, mask, level=self.importance_sampling_level,
             loss_type=self.loss_type, epsilon_low=self.epsilon_low, epsilon_high=self.epsilon_high,
             rollout_ids=inputs["rollout_ids"], loss_weighting=args.loss_weighting,
             num_samples=inputs["num_samples"], num_rollouts=inputs["num_rollouts"], num_tokens=inputs["num_tokens"],
             beta=self.beta, ref_logps=inputs.get("ref_logps"), bias_correction_kl=args.use_bias_correction_kl,
-            importance_weights=weights)
+            importance_weights=weights, delta=args.delta)
         if args.lm_coef:
             lm = lm_loss(logps, adv, mask, num_tokens=inputs["num_lm_tokens"])
             loss = loss + args.lm_coef * lm
@@ -475,7 +476,7 @@ class SculptorGRPOTrainer(GRPOTrainer):
         stats["entropy"] = (entropy * mask).sum() / tokens
         if weights is not None:  # per trained token; truncated: the share the cap or the mask changed
             raw = behaviour_weights(ref, inputs["sampling_logps"], mask, args.vllm_importance_sampling_mode, None,
-                                    math.inf)
+                                    math.inf, rollouts)
             full, on = weights.expand_as(mask), mask.bool()
             stats["importance_weight/mean"] = (full * mask).sum() / tokens
             stats["importance_weight/min"] = full[on].min() if on.any() else torch.tensor(1.0)

@@ -69,13 +69,15 @@ class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LLMSettings, Lora
                 "`rules`, the offline critique, or by the `policy`'s own engine) and the store is saved; each "
                 "round's rollouts read a frozen snapshot, output_dir/memory/step-N.jsonl. none: the memory is fixed"})
     # GSPO defaults (TRL's fields)
-    importance_sampling_level: str = field(default="sequence", metadata={
-        "help": "token (GRPO), sequence (GSPO per sample, TRL's) or rollout (GSPO over all of a rollout's samples: "
-                "the Sculptor paper's eq. 2)"})
+    # the paper's objective by default (eq. 1-2 over a trajectory): one ratio over all of a rollout's samples, and
+    # each rollout one term however often it changed its context (per-sample terms weight it by that count)
+    importance_sampling_level: str = field(default="rollout", metadata={
+        "help": "rollout (GSPO over all of a rollout's samples: the Sculptor paper's eq. 2, the default), sequence "
+                "(GSPO per sample, TRL's) or token (GRPO)"})
     loss_type: str = "grpo"
-    loss_weighting: str = field(default="per-sample", metadata={
-        "help": "per-sample (each sample counts once) or per-rollout (each rollout once, however many samples "
-                "it was cut into; loss_type grpo)"})
+    loss_weighting: str = field(default="per-rollout", metadata={
+        "help": "per-rollout (each rollout counts once, however many samples it was cut into: the paper's eq. 1, "
+                "the default; loss_type grpo) or per-sample (each sample counts once, TRL's unit)"})
     epsilon: float = 3e-4
     epsilon_high: float | None = 4e-4
     max_staleness: int = field(default=0, metadata={

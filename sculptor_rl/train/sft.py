@@ -102,6 +102,12 @@ class MaskedSFTTrainer(SFTTrainer):
                                     shared_prefix=self.args.shared_prefix)
         tokens = mask.sum() if num_items_in_batch is None else num_items_in_batch
         loss = -logp.sum() / torch.as_tensor(tokens).clamp(min=1)
+        if (self.args.average_tokens_across_devices and (self.model_accepts_loss_kwargs or self.compute_loss_func)
+                and num_items_in_batch is not None):
+            # as transformers' own `compute_loss`: num_items_in_batch counts every rank's tokens, and DDP / DeepSpeed
+            # average the ranks' gradients, so each rank's sum over the global count is scaled back by the ranks
+            loss_scale = self.accelerator.num_processes // self.get_tp_size()
+            loss = loss * (loss_scale if self.args.n_gpu <= 1 else self.args.n_gpu)
         return (loss, None) if return_outputs else loss
 
 
@@ -138,7 +144,9 @@ def build_trainer(cfg: SculptorSFTConfig) -> MaskedSFTTrainer:
     tokenizer.chat_template = fmt.template  # the checkpoint is served with the template its samples were made with
     cfg.max_length = cfg.max_length or getattr(AutoConfig.from_pretrained(model_path), "max_position_embeddings", None)
     dataset = load_sample_dataset(cfg.samples, cfg.max_length, fmt.provenance)  # before the model: refusals are cheap
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    init = dict(cfg.model_init_kwargs or {})
+    init.setdefault("dtype", torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_path, **init)
     trainer = MaskedSFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tokenizer,
                                peft_config=peft_config(cfg), callbacks=[CurvesCallback()])
     check_process_group(trainer.accelerator)
