@@ -11,6 +11,7 @@ from pathlib import Path
 from . import logs
 
 log = logging.getLogger("sculptor_rl")
+DEFAULT_PIPELINE = "configs/quickstart.yaml"
 
 
 def _param(text: str) -> tuple[str, object]:
@@ -331,12 +332,45 @@ def cmd_slurm(args) -> None:
         subprocess.run(["sbatch", str(out)], check=True)
 
 
-def cmd_pipeline(args) -> None:
-    from .pipeline import PipelineConfig, run_pipeline
+def _setting(text: str) -> tuple[list[str], object]:
+    """`key.sub=value` of `--set`: the key's path, and the value read as YAML (numbers, booleans, lists, null)."""
+    import yaml
 
-    cfg = PipelineConfig.from_yaml(args.config)
-    if args.name:
-        cfg.name = args.name
+    if "=" not in text or not text.split("=", 1)[0]:
+        raise argparse.ArgumentTypeError(f"expected key.sub=value, got {text!r}")
+    key, value = text.split("=", 1)
+    try:
+        return key.split("."), yaml.safe_load(value)
+    except yaml.YAMLError:
+        return key.split("."), value
+
+
+def _settings(pairs) -> dict:
+    """The `--set` pairs as one nested dict."""
+    out: dict = {}
+    for path, value in pairs:
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"--set {'.'.join(path)}: {part} is set to a value, not a section")
+        node[path[-1]] = value
+    return out
+
+
+def cmd_pipeline(args) -> None:
+    from .pipeline import PipelineConfig, dry_run, run_pipeline
+
+    flags = {"name": args.name, "model": args.model, "environment": args.environment,
+             "environment_params": dict(args.environment_param) or None, **_template(args)}
+    overrides = {**{k: v for k, v in flags.items() if v is not None}, **_settings(args.set)}
+    # the quickstart's recipe is ACM's: another environment starts from PipelineConfig's defaults
+    config = args.config or (DEFAULT_PIPELINE if args.environment in (None, "acm") else None)
+    cfg = PipelineConfig.from_yaml(config, overrides)
+    if args.dry_run:
+        dry_run(cfg)
+        print("dry run: every stage's config checked; nothing was run")
+        return
     root = run_pipeline(cfg, args.only)
     print(f"run folder: {root}")
 
@@ -543,10 +577,23 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--context-budget", type=int, help="tokens of context truncate and bm25 keep (default: 1500)")
     ev.set_defaults(fn=cmd_eval)
 
-    pipe = sub.add_parser("pipeline", help="the whole quickstart: data → teachers → SFT → RL → eval → report")
-    pipe.add_argument("--config", default="configs/quickstart.yaml")
+    pipe = sub.add_parser("pipeline", parents=[template], help="data → teachers → SFT → GSPO → eval → report for a "
+                          "model and an environment (default: the quickstart)")
+    pipe.add_argument("--config", default=None, help=f"YAML settings (PipelineConfig's fields; default: "
+                      f"{DEFAULT_PIPELINE} for the acm environment, PipelineConfig's defaults for another)")
+    pipe.add_argument("--model", default=None, help="HF model id or path (default: the config's; the embedded "
+                      "SmolLM2-135M)")
+    pipe.add_argument("--environment", default=None, help="a built-in (acm, memtool, ...), package.module:Class or "
+                      "an installed entry point (default: the config's; acm); it makes and teaches its tasks")
+    pipe.add_argument("--environment-param", type=_param, action="append", default=[], metavar="K=V",
+                      help="an environment parameter (repeatable)")
+    pipe.add_argument("--set", type=_setting, action="append", default=[], metavar="KEY.SUB=VALUE",
+                      help="any config key, e.g. rl.max_steps=2 train_tasks=8 (a section's keys one by one; "
+                      "repeatable)")
     pipe.add_argument("--name", default=None, help="run name (folder under runs/); default from the config")
     pipe.add_argument("--only", nargs="+", default=None, metavar="STAGE", help="run only these stages")
+    pipe.add_argument("--dry-run", action="store_true", help="check every stage's config (and a task of each "
+                      "family, the model's tokenizer and template) and exit before any work")
     pipe.set_defaults(fn=cmd_pipeline)
 
     sft = sub.add_parser("sft", help="SFT on samples (TRL SFTTrainer); other flags override the YAML config",

@@ -1,6 +1,11 @@
-"""The quickstart pipeline: tasks → teacher trajectories → samples → SFT → GSPO → eval → report.
+"""The pipeline: tasks → teacher trajectories → samples → SFT → GSPO → eval → report, for any model and environment.
 
     sculptor-rl pipeline --config configs/quickstart.yaml [--name NAME] [--only STAGE ...]
+    sculptor-rl pipeline --model PATH --environment pkg.mod:Class [--set rl.max_steps=2 ...] [--dry-run]
+
+The environment (a built-in, an import path or an entry point) makes the tasks of its families and teaches them
+(its registry entry for a built-in, its `generate` and `teach` hooks for a user's: `envs/base.py`); `--dry-run`
+builds and checks every stage's config (and a task of each family) and exits before any work.
 
 Every stage writes into `runs/<name>/<stage>/` and a `done.json` (timing, outputs) last; a stage whose
 `done.json` exists is skipped, so an interrupted run (even one killed with `kill -9`) resumes where it stopped:
@@ -21,7 +26,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import check_values, load_config
+from .config import check_values, load_config, read_yaml
+from .envs.registry import env_class, family_names, missing_family, params_of
 from .jsonl import write_atomic
 from .probe import Probe, RecipeShape
 
@@ -43,6 +49,9 @@ class PipelineConfig:
     chat_template: str | None = None
     chat_template_kwargs: dict = field(default_factory=dict)
     parser: str = "auto"
+    # the environment every stage runs (a built-in, package.module:Class or an entry point) and its parameters
+    environment: str = "acm"
+    environment_params: dict = field(default_factory=dict)
     task: str = "pi_llm"  # the family trained and evaluated (where `train_mix`/`heldout` are not given)
     task_params: dict = field(default_factory=dict)  # `task`'s generator parameters
     # The paper's protocol: train on a mix of families, evaluate on others (configs/paper_protocol.yaml)
@@ -70,13 +79,26 @@ class PipelineConfig:
     small_recipe: dict = field(default_factory=dict)
 
     @classmethod
-    def from_yaml(cls, path: str) -> "PipelineConfig":
-        """The config, its stages' sections (`eval`, `sft`, `rl`) checked too, before any stage runs."""
+    def from_yaml(cls, path: str | None, overrides: dict | None = None) -> "PipelineConfig":
+        """The config, its stages' sections (`eval`, `sft`, `rl`) checked too, before any stage runs. `overrides`
+        (the command line's: `--set key.sub=value`, `--model`, `--environment`, ...) replace the file's keys, a
+        section's keys one by one. An environment given there whose families do not hold the file's `task` brings
+        its own first family (and drops the file's family settings)."""
         from .eval.run import EvalConfig
         from .train.rl_config import SculptorGRPOConfig
         from .train.sft import SculptorSFTConfig
 
-        cfg = load_config(cls, path)
+        values = read_yaml(path) if path else {}
+        overrides = dict(overrides or {})
+        if "environment" in overrides and "task" not in overrides:
+            families = env_class(overrides["environment"]).task_families
+            if families and values.get("task", cls.task) not in families:
+                overrides["task"] = families[0]
+                for key in ("task_params", "train_mix", "heldout", "family_params"):
+                    overrides.setdefault(key, {} if key != "heldout" else [])
+        merged = {k: {**values[k], **v} if isinstance(v, dict) and isinstance(values.get(k), dict)
+                  and k not in ("train_mix", "task_params", "family_params") else v for k, v in overrides.items()}
+        cfg = load_config(cls, path, merged, "the command line")
         for k, recipe in enumerate(cfg.recipes(path)):
             for section, kind in (("eval", EvalConfig), ("sft", SculptorSFTConfig), ("rl", SculptorGRPOConfig)):
                 check_values(kind, getattr(recipe, section), f"{path} ({'small_recipe ' * k}{section})")
@@ -96,12 +118,14 @@ class PipelineConfig:
 
     def check(self) -> None:
         """Unknown families and bad weights fail before any stage runs."""
-        from .envs.registry import family_names
-
-        known = family_names()
+        env = env_class(self.environment)
+        params_of(self.environment, self.environment_params)
+        known = [*env.task_families] or family_names()
         for family in [*self.mix, *self.eval_families, *self.family_params]:
             if family not in known:
-                raise ValueError(f"unknown task family {family!r} (known: {', '.join(known)})")
+                raise ValueError(f"unknown task family {family!r} for the {self.environment} environment "
+                                 f"(its task_families: {', '.join(known) or 'none'}); "
+                                 + missing_family(family, self.environment))
         if any(w < 0 for w in self.mix.values()) or sum(self.mix.values()) <= 0:
             raise ValueError(f"train_mix: weights must be >= 0 with a positive sum, got {self.mix}")
         if not set(self.eval_checkpoints) <= set(CHECKPOINTS):
@@ -150,7 +174,8 @@ class PipelineConfig:
         """`num` held-out tasks of each evaluated family (another seed than training's: no task is shared)."""
         from .envs.tasks import generate
 
-        return [r for f in self.eval_families for r in generate(f, num, self.seed + 1000, **self.params(f))]
+        return [r for f in self.eval_families
+                for r in generate(f, num, self.seed + 1000, environment=self.environment, **self.params(f))]
 
     def mixed(self, num: int, seed: int) -> list[dict]:
         """`num` tasks of the training mix: each family's share by its weight (largest remainders), interleaved so
@@ -162,7 +187,7 @@ class PipelineConfig:
         counts = {f: int(x) for f, x in exact.items()}
         for f in sorted(exact, key=lambda f: counts[f] - exact[f])[: num - sum(counts.values())]:
             counts[f] += 1
-        lists = {f: generate(f, n, seed, **self.params(f)) for f, n in counts.items() if n}
+        lists = {f: generate(f, n, seed, environment=self.environment, **self.params(f)) for f, n in counts.items() if n}
         # interleave by position within each family's list: the i-th task of a family sits at (i + 0.5) / n
         keyed = [((i + 0.5) / len(rs), f, r) for f, rs in lists.items() for i, r in enumerate(rs)]
         return [r for _, _, r in sorted(keyed, key=lambda x: x[:2])]
@@ -225,8 +250,12 @@ class Run:
         return info
 
 
+def teacher_families(cfg: PipelineConfig) -> list[str]:
+    """The families the teachers' report runs: the environment's (every built-in long-context one for acm)."""
+    return list(env_class(cfg.environment).task_families) or list(cfg.mix)
+
+
 def _data(cfg: PipelineConfig):
-    from .longcontext import FAMILIES
     from .envs.tasks import generate
     from .jsonl import write_jsonl
 
@@ -234,8 +263,9 @@ def _data(cfg: PipelineConfig):
         write_jsonl(cfg.mixed(cfg.train_tasks, cfg.seed), out / "train.jsonl")
         write_jsonl(cfg.heldout_tasks(cfg.eval_tasks), out / "eval.jsonl")
         write_jsonl(cfg.mixed(cfg.rl_tasks, cfg.seed + 3000), out / "rl.jsonl")
-        for family in FAMILIES:
-            write_jsonl(generate(family, cfg.teacher_tasks, cfg.seed + 2000), out / f"teacher_{family}.jsonl")
+        for family in teacher_families(cfg):
+            write_jsonl(generate(family, cfg.teacher_tasks, cfg.seed + 2000, environment=cfg.environment),
+                        out / f"teacher_{family}.jsonl")
         return {"train": str(out / "train.jsonl"), "eval": str(out / "eval.jsonl")}
 
     return run
@@ -250,18 +280,19 @@ def _teacher(cfg: PipelineConfig, **settings):
     """The scripted teachers, writing in the model's chat format."""
     from .rollout import RolloutConfig
 
-    return RolloutConfig(engine="scripted", model=cfg.model, **_format(cfg), **settings)
+    return RolloutConfig(engine="scripted", model=cfg.model, environment=cfg.environment,
+                         environment_params=cfg.environment_params, **_format(cfg), **settings)
 
 
 def _teachers(cfg: PipelineConfig, data: Path):
     """Every family's scripted teacher on its tasks: accuracy and context reduction (issue: foundations)."""
     from .metrics import format_table, summarize_by_task
     from .rollout import rollout_to_file
-    from .longcontext import FAMILIES
     from .envs.tasks import load_tasks
 
     def run(out: Path) -> dict:
-        tasks = [t for family in FAMILIES for t in load_tasks(data / f"teacher_{family}.jsonl")]
+        tasks = [t for family in teacher_families(cfg)
+                 for t in load_tasks(data / f"teacher_{family}.jsonl", environment=cfg.environment)]
         trajs = rollout_to_file(tasks, _teacher(cfg, seed=cfg.seed), out / "trajectories.jsonl")
         summary = summarize_by_task(trajs)
         table = format_table(summary)
@@ -283,7 +314,8 @@ def _collect(cfg: PipelineConfig, data: Path):
     def run(out: Path) -> dict:
         teacher = _teacher(cfg)
         fmt = ChatFormat.of(resolve_model(cfg.model), teacher)
-        trajs = rollout_to_file(load_tasks(data / "train.jsonl"), teacher, out / "trajectories.jsonl",
+        trajs = rollout_to_file(load_tasks(data / "train.jsonl", environment=cfg.environment), teacher,
+                                out / "trajectories.jsonl",
                                 keep=lambda t: t.reward >= 1.0, fmt=fmt)
         kept = [t for t in trajs if t.reward >= 1.0]
         samples = policy_samples(kept, fmt.provenance)
@@ -296,35 +328,54 @@ def _collect(cfg: PipelineConfig, data: Path):
 
 
 def _sft(cfg: PipelineConfig, samples: Path):
-    from .train.sft import SculptorSFTConfig, train
+    from .train.sft import train
 
     def run(out: Path) -> dict:
-        paths = {"output_dir": str(out), "model": cfg.model, "samples": str(samples), "seed": cfg.seed}
-        return {"checkpoint": str(train(load_config(SculptorSFTConfig, cfg.sft_config, {**cfg.sft, **paths},
-                                                    "pipeline sft")))}
+        return {"checkpoint": str(train(_sft_config(cfg, samples, out)))}
 
     return run
 
 
 def _rl(cfg: PipelineConfig, start: Path, tasks: Path):
-    from .train.rl import SculptorGRPOConfig, train
+    from .train.rl import train
 
     def run(out: Path) -> dict:
-        paths = {"output_dir": str(out), "model": str(start), "tasks": str(tasks), "seed": cfg.seed, **_format(cfg)}
-        return {"checkpoint": str(train(load_config(SculptorGRPOConfig, cfg.rl_config, {**cfg.rl, **paths},
-                                                    "pipeline rl")))}
+        return {"checkpoint": str(train(_rl_config(cfg, start, tasks, out)))}
 
     return run
 
 
+def _rl_config(cfg: PipelineConfig, start, tasks, out):
+    """The RL stage's config: its file's settings, the pipeline's `rl` overrides, the run's paths and environment."""
+    from .train.rl_config import SculptorGRPOConfig
+
+    paths = {"output_dir": str(out), "model": str(start) if start else None, "tasks": str(tasks), "seed": cfg.seed,
+             "environment": cfg.environment, "environment_params": cfg.environment_params or None, **_format(cfg)}
+    return load_config(SculptorGRPOConfig, cfg.rl_config, {**cfg.rl, **paths}, "pipeline rl")
+
+
+def _sft_config(cfg: PipelineConfig, samples, out):
+    from .train.sft import SculptorSFTConfig
+
+    paths = {"output_dir": str(out), "model": cfg.model, "samples": str(samples), "seed": cfg.seed}
+    return load_config(SculptorSFTConfig, cfg.sft_config, {**cfg.sft, **paths}, "pipeline sft")
+
+
+def _eval_config(cfg: PipelineConfig, models: list[str | None], tasks, out):
+    from .eval.run import EvalConfig
+
+    modes = EVAL_MODES if cfg.environment == "acm" else None  # None: the environment's own modes
+    settings = {"modes": modes, **_format(cfg), **cfg.eval}
+    paths = dict(models=models, tasks=cfg.eval_families, data=str(tasks), out=str(out), seed=cfg.seed,
+                 environment=cfg.environment, environment_params=cfg.environment_params or None)
+    return load_config(EvalConfig, None, {**settings, **paths}, "pipeline eval")
+
+
 def _eval(cfg: PipelineConfig, models: dict[str, str | None], tasks: Path):
-    from .eval.run import EvalConfig, evaluate
+    from .eval.run import evaluate
 
     def run(out: Path) -> dict:
-        settings = {"modes": EVAL_MODES, **_format(cfg), **cfg.eval}
-        paths = dict(models=list(models.values()), tasks=cfg.eval_families, data=str(tasks), out=str(out),
-                     seed=cfg.seed)
-        results = evaluate(load_config(EvalConfig, None, {**settings, **paths}, "pipeline eval"))
+        results = evaluate(_eval_config(cfg, list(models.values()), tasks, out))
         return {"models": models, "results": str(out / "results.json"), "modes": results["modes"]}
 
     return run
@@ -335,7 +386,8 @@ def _report(run: Run):
 
     def go(out: Path) -> dict:
         parts = [f"# sculptor-rl run `{run.cfg.name}`", "", "## Stages", "", *_stage_table(run)]
-        for title, path in [("Scripted teachers (50 tasks per family)", run.dir("teachers") / "teachers.md"),
+        for title, path in [(f"Scripted teachers ({run.cfg.teacher_tasks} tasks per family)",
+                             run.dir("teachers") / "teachers.md"),
                             ("Evaluation on held-out tasks (accuracy %)", run.dir("eval") / "results.md")]:
             if path.exists():
                 parts += ["", f"## {title}", "", path.read_text().strip()]
@@ -378,7 +430,8 @@ def _stage_table(run: Run) -> list[str]:
 
 
 def _rl_effect(run: Run) -> list[str]:
-    """What the RL stage showed on the held-out tasks, said plainly: the paired SFT → RL comparison in acm mode."""
+    """What the RL stage showed on the held-out tasks, said plainly: the paired SFT → RL comparison in the
+    environment's own mode (acm's for ACM)."""
     results = run.dir("eval") / "results.json"
     if not results.exists():
         return []
@@ -398,7 +451,9 @@ def _rl_effect(run: Run) -> list[str]:
     if len(results["models"]) < 3:
         return []
     sft, rl = results["models"][1:3]  # base, SFT, RL: the eval stage's order
-    found = [c for c in results.get("comparisons", []) if (c["a"], c["b"], c["mode"]) == (sft, rl, "acm")]
+    modes = results.get("modes") or ["acm"]
+    mode = "acm" if "acm" in modes else modes[0]  # the environment's own (tools) mode
+    found = [c for c in results.get("comparisons", []) if (c["a"], c["b"], c["mode"]) == (sft, rl, mode)]
     if not found:
         return []
     c = next((c for c in found if c["task"] == "all"), found[0])
@@ -466,6 +521,52 @@ def choose_recipe(cfg: PipelineConfig) -> PipelineConfig:
 def _estimate_line(name: str, stages: dict[str, float]) -> str:
     parts = ", ".join(f"{k} {v / 60:.1f}" for k, v in stages.items())
     return f"estimated minutes, {name}: {parts}; total {sum(stages.values()) / 60:.1f}"
+
+
+def dry_run(cfg: PipelineConfig) -> list[str]:
+    """Every stage's config built and checked as the run would build it, for every recipe the probe may choose,
+    before any work: a task of each family generated and its teacher found, the SFT, RL and eval configs built (the
+    RL one validated against the model's tokenizer, chat template and the environment's tools: the SFT checkpoint
+    keeps them). Nothing is trained or written. Returns the lines it printed; ValueError naming the recipe and stage."""
+    from .envs.registry import teacher
+    from .envs.tasks import generate
+    from .eval.run import check_config as check_eval
+    from .train.rl_config import validate
+
+    root, lines = Path(cfg.runs_dir) / cfg.name, []
+
+    def say(line: str) -> None:
+        lines.append(line)
+        print(line, flush=True)
+
+    for name, recipe in zip(RECIPES, cfg.recipes()):
+        at = f"{name} recipe" if recipe is not cfg else "config"
+        stage = "data"
+        try:
+            recipe.check()
+            families = list(dict.fromkeys([*recipe.mix, *recipe.eval_families, *teacher_families(recipe)]))
+            for family in families:
+                generate(family, 1, recipe.seed, environment=recipe.environment, **recipe.params(family))
+                teacher(family, recipe.environment)
+            say(f"{at}: data, teachers: {recipe.environment} environment; a task of {', '.join(families)} made and "
+                "its scripted teacher found")
+            stage = "sft"
+            if "sft" in recipe.stages:
+                sft = _sft_config(recipe, root / "collect" / "samples.jsonl", root / "sft")
+                say(f"{at}: sft: {recipe.sft_config} OK ({sft.num_train_epochs:g} epochs, bf16 {sft.bf16})")
+            stage = "rl"
+            if "rl" in recipe.stages:  # on the base model: the SFT checkpoint keeps its tokenizer and template
+                rl = _rl_config(recipe, recipe.model, root / "data" / "rl.jsonl", root / "rl")
+                validate(rl)
+                say(f"{at}: rl: {recipe.rl_config} OK ({rl.max_steps} steps)")
+            stage = "eval"
+            if "eval" in recipe.stages:
+                ev = _eval_config(recipe, [recipe.model], root / "data" / "eval.jsonl", root / "eval")
+                check_eval(ev)
+                say(f"{at}: eval: modes {', '.join(ev.modes)} on {', '.join(recipe.eval_families)} OK")
+        except (ValueError, TypeError, OSError) as e:
+            raise ValueError(f"{at}, {stage} stage: {e}") from None
+    return lines
 
 
 def run_pipeline(cfg: PipelineConfig, only: list[str] | None = None) -> Path:

@@ -75,8 +75,9 @@ class Env:
     @classmethod
     def eval_modes(cls) -> dict[str, tuple[str, dict]]:
         """`eval`'s modes: mode -> (environment name, its parameters); the user's `environment_params` are
-        merged over them. Default: the env itself as its one mode."""
-        return {cls.name: (cls.name, {})}
+        merged over them. Default: the env itself as its one mode (by import path: found in every process, however
+        the run named it)."""
+        return {cls.name: (f"{cls.__module__}:{cls.__qualname__}", {})}
 
     @classmethod
     def summarize(cls, trajs: list, mode: str) -> dict:

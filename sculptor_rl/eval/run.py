@@ -38,7 +38,7 @@ from .report import write_report
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EvalConfig", "evaluate", "eval_tasks", "model_labels"]
+__all__ = ["EvalConfig", "check_config", "evaluate", "eval_tasks", "model_labels"]
 
 ENGINES = ("vllm", "ray", "hf")
 ACM_MODES = tuple(env_class("acm").eval_modes())
@@ -116,7 +116,8 @@ def model_labels(models: list[str | None]) -> list[str]:
         depth += 1
 
 
-def _check(cfg: EvalConfig) -> None:
+def check_config(cfg: EvalConfig) -> None:
+    """What would stop an eval run, before any engine starts (ValueError, FileNotFoundError)."""
     env = cfg.environment
     modes, families = env_class(env).eval_modes(), env_class(env).task_families
     for mode in [*cfg.modes, *(cfg.checkpoint_modes or [])]:
@@ -295,7 +296,7 @@ def evaluate(cfg: EvalConfig, engine=None) -> dict:
     """Evaluate every model in every mode on the tasks; write runs, `results.json`, the tables and the plots
     under `cfg.out`; return the results. `engine`: an engine already serving the (single) model, used as it
     is (its own sampling settings) and left running."""
-    _check(cfg)
+    check_config(cfg)
     if engine is not None and len(cfg.models) != 1:
         raise ValueError("an engine passed in serves one model; evaluate several models without one")
     formats = {}

@@ -1,0 +1,58 @@
+"""`sculptor-rl pipeline --model M --environment E`: a user's model folder (a tiny Qwen3 with Qwen3's official chat
+template) and a user's environment (the calculator example, installed by entry point, named by import path), from
+`--dry-run` to the report, each a fresh process; every setting from the command line (`--set key.sub=value`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_example_env import run, site, tiny_qwen3  # noqa: F401 (fixtures)
+
+ROOT = Path(__file__).resolve().parents[1]
+CALCULATOR = "sculptor_calculator:CalculatorEnv"
+# tiny budgets: 4 teacher rollouts for SFT (one epoch), one GSPO step of 2 rollouts on the HF engine, 3 held-out tasks
+TINY = ["train_tasks=4", "rl_tasks=4", "eval_tasks=3", "teacher_tasks=3", "sft.num_train_epochs=1", "sft.bf16=false",
+        "rl.max_steps=1", "rl.engine=hf", "rl.num_generations=2", "rl.gradient_accumulation_steps=2",
+        "rl.max_new_tokens=16", "rl.bf16=false", "rl.report_to=[]", "eval.engine=hf", "eval.max_new_tokens=16"]
+
+
+def pipeline(site, tmp_path, *args: str, timeout: int = 600):
+    sets = [x for s in [f"runs_dir={tmp_path / 'runs'}", "name=calc", *TINY] for x in ("--set", s)]
+    return run(site, ["-m", "sculptor_rl.cli", "pipeline", *args, *sets], ROOT, timeout)
+
+
+def test_a_user_model_and_environment_from_dry_run_to_report(site, tmp_path, tiny_qwen3):  # noqa: F811
+    out = pipeline(site, tmp_path, "--model", tiny_qwen3, "--environment", CALCULATOR, "--dry-run")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "a task of sum made and its scripted teacher found" in out.stdout
+    assert "rl: configs/acm/rl_quickstart_cpu.yaml OK (1 steps)" in out.stdout
+    assert "eval: modes calculator on sum OK" in out.stdout
+    assert "chat template: renders a two-step tool conversation; the hermes parser reads both calls back" in out.stdout
+    assert out.stdout.rstrip().endswith("nothing was run") and not (tmp_path / "runs").exists()
+
+    # a wrong key or value stops the dry run in one line, naming it
+    bad = pipeline(site, tmp_path, "--model", tiny_qwen3, "--environment", CALCULATOR, "--dry-run",
+                   "--set", "rl.max_stepz=1")
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert "unknown key 'max_stepz'" in bad.stderr and "did you mean 'max_steps'" in bad.stderr
+    bad = pipeline(site, tmp_path, "--model", tiny_qwen3, "--environment", CALCULATOR, "--dry-run",
+                   "--set", "task=product")
+    assert bad.returncode == 2 and "add 'product' to CalculatorEnv.task_families" in bad.stderr
+    assert not (tmp_path / "runs").exists()
+
+    out = pipeline(site, tmp_path, "--model", tiny_qwen3, "--environment", CALCULATOR)
+    assert out.returncode == 0, out.stderr[-4000:]
+    root = tmp_path / "runs" / "calc"
+    train = [json.loads(line) for line in (root / "data" / "train.jsonl").read_text().splitlines()]
+    assert len(train) == 4 and {t["task"] for t in train} == {"sum"}
+    assert json.loads((root / "collect" / "done.json").read_text())["trajectories"] == 4  # the teacher: all right
+    # the SFT and GSPO checkpoints carry the model's own (official) template
+    official = (ROOT / "tests/data/templates/qwen3.jinja").read_text()
+    for stage in ("sft", "rl"):
+        assert (root / stage / "final" / "chat_template.jinja").read_text() == official
+    results = json.loads((root / "eval" / "results.json").read_text())
+    assert results["modes"] == ["calculator"] and len(results["models"]) == 3
+    report = (root / "report.md").read_text()
+    assert "| sum | 3 | 1.000 |" in report  # the teachers' table: the calculator's own teacher
+    assert "## Evaluation on held-out tasks" in report and "| calculator |" in report
