@@ -22,19 +22,12 @@ from sculptor_rl.models import prepare_default_model
 PARADIGMS = ("memact", "resum", "mem1", "memagent", "fold")
 
 
-def teacher_for(environment: str, tasks: list[dict]) -> ScriptedTeacher:
-    """The scripted teachers of `tasks` as the paradigm `environment` teaches them (its `teach` hook)."""
-    teacher = ScriptedTeacher(tasks, environment=environment)
-    teacher.teachers = {family: env_class(environment).teach for family in teacher.teachers}
-    return teacher
-
-
 def table(paradigms, families, num: int, budget: int, seed: int, fmt: ChatFormat) -> list[dict]:
     rows = []
     for name in paradigms:
         for family in families:
             tasks = FAMILIES[family].generate(num, seed)
-            trajs = run_rollouts(tasks, teacher_for(name, tasks), fmt,
+            trajs = run_rollouts(tasks, ScriptedTeacher(tasks, environment=name), fmt,
                                  make_env_factory(name, {"context_budget": budget}, tokenizer=fmt.tokenizer),
                                  LoopConfig(), progress=False)
             peaks = [max(len(s.prompt_ids) for s in t.steps) for t in trajs]

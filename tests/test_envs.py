@@ -19,7 +19,8 @@ from sculptor_rl.trajectory import read_trajectories
 def test_registry_builds_each_environment(fmt):
     # the package's own (tests register toy environments of their own beside them)
     assert {name for name in env_names() if env_class(name).__module__.startswith("sculptor_rl.")} == {
-        "acm", "memtool", "full", "truncate", "bm25", "memtoolagent", "toolmem", "tamem"}
+        "acm", "memtool", "full", "truncate", "bm25", "memtoolagent", "toolmem", "tamem",
+        "fold", "memact", "resum", "mem1", "memagent"}
     acm_task, session = generate("babilong", 1, 0)[0], generate("memtool", 1, 0)[0]
     env = make_env_factory("acm", seed=3)(acm_task, 1)
     assert isinstance(env, AcmEnv) and env.workspace._rng.random() == AcmEnv(acm_task, seed=3 * 1_000_003 + 1) \

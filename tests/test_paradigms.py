@@ -10,7 +10,7 @@ import pytest
 from conftest import assert_prompts_show_the_workspace, assert_trained_where_generated
 
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
-from sculptor_rl.envs import env_class, env_names, make_env_factory, params_of
+from sculptor_rl.envs import env_class, env_names, make_env_factory, params_of, registry
 from sculptor_rl.envs.reading import (answer_from_notes, chunk_text, count_tokens, document, message_tokens,
                                       update_notes)
 from sculptor_rl.envs.teacher import ScriptedTeacher
@@ -21,14 +21,8 @@ PARADIGMS = ("fold", "memact", "resum", "mem1", "memagent")
 BUDGET = 1024
 
 
-def teacher_for(environment: str, tasks: list[dict]) -> ScriptedTeacher:
-    teacher = ScriptedTeacher(tasks, environment=environment)
-    teacher.teachers = {family: env_class(environment).teach for family in teacher.teachers}
-    return teacher
-
-
 def rollouts(name: str, tasks: list[dict], fmt, budget: int = BUDGET, **params):
-    return run_rollouts(tasks, teacher_for(name, tasks), fmt,
+    return run_rollouts(tasks, ScriptedTeacher(tasks, environment=name), fmt,
                         make_env_factory(name, {"context_budget": budget, **params}, tokenizer=fmt.tokenizer),
                         LoopConfig(), progress=False)
 
@@ -40,6 +34,8 @@ def test_registered_by_name_with_one_budget():
         with pytest.raises(ValueError, match="context_budget"):
             params_of(name, {"context_budget": 10})
         assert env_class(name).teach is not None and "gsm_infinite" in env_class(name).task_families
+        assert registry.teacher("pi_llm", name) is env_class(name).teach  # its own, not ACM's
+    assert registry.teacher("pi_llm") is registry.teacher("pi_llm", "acm")
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))

@@ -181,8 +181,12 @@ def missing_family(task_family: str, environment: str | None) -> str:
 
 
 def teacher(task_family: str, environment: str | None = None):
-    """The scripted teacher of a task family: `teach(task, messages, tools=None) -> dict | str`: a built-in's, or
-    the `teach` hook of the user's environment that owns the family (`family_env`)."""
+    """The scripted teacher of a task family: `teach(task, messages, tools=None) -> dict | str`: the `teach` hook of
+    `environment` where it has one and runs the family (the paradigms that run the long-context families each teach
+    them their own way), else a built-in's, or the `teach` hook of the user's environment that owns the family
+    (`family_env`)."""
+    if environment and (own := env_class(environment)).teach is not None and task_family in own.task_families:
+        return own.teach
     if task_family in _TEACHERS:
         return _load(_TEACHERS[task_family], "teacher")
     owner = family_env(task_family, environment)
