@@ -104,12 +104,17 @@ class _ChatApp:
         app.add_exception_handler(Exception, _internal_error)
         if cfg.api_key:
             app.add_middleware(_RequireKey, key=cfg.api_key)
+        app.add_api_route("/health", self.health, methods=["GET"])
         app.add_api_route("/v1/models", self.models, methods=["GET"])
         app.add_api_route("/v1/chat/completions", self.chat, methods=["POST"])
         app.state.batcher = self.batcher  # for introspection (batch sizes) by tests and benchmarks
         self.app = app
 
     # ---- routes -------------------------------------------------------------------------------------------------
+
+    async def health(self) -> Response:
+        """200 once the server answers (as vLLM's `/health`): for probes and load balancers, no key needed."""
+        return Response(status_code=200)
 
     async def models(self) -> dict:
         return {"object": "list", "data": [{"id": self.model_name, "object": "model", "created": self.created,
@@ -356,13 +361,14 @@ async def _internal_error(request: Request, e: Exception) -> JSONResponse:
 
 
 class _RequireKey:
-    """ASGI middleware: every HTTP request must carry `Authorization: Bearer KEY` (unknown paths too)."""
+    """ASGI middleware: every HTTP request must carry `Authorization: Bearer KEY` (unknown paths too), but for
+    `GET /health`, which a probe sends without one and which tells nothing but that the server is up."""
 
     def __init__(self, app, key: str):
         self.app, self.key = app, key.encode()
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http":
+        if scope["type"] == "http" and not (scope["path"] == "/health" and scope["method"] == "GET"):
             scheme, _, token = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
             if scheme.lower() != b"bearer" or not hmac.compare_digest(token.strip(), self.key):
                 err = APIError(401, "missing or incorrect API key; send it as `Authorization: Bearer KEY`",

@@ -13,6 +13,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import uvicorn
 
@@ -31,22 +32,42 @@ __all__ = ["Server", "bind", "serve", "main"]
 API_KEY_ENV = "SCULPTOR_RL_API_KEY"
 
 
+BACKLOG = 2048  # uvicorn's own default
+
+
 def bind(host: str, port: int) -> socket.socket:
-    """A listening address taken before the (slow) engine start, so a busy port fails at once."""
+    """A listening socket taken before the (slow) engine start, so a busy port fails at once. It listens at once:
+    a client that connects before the app runs waits in the backlog instead of being refused (a bound socket
+    that does not listen refuses connections)."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(BACKLOG)
     except OSError as e:
         sock.close()
         raise ValueError(f"cannot listen on {host}:{port}: {e.strerror}") from None
     return sock
 
 
-class Server:
-    """An app on uvicorn over a bound socket: `run()` in the foreground, or `with Server(...):` in a thread."""
+class _Uvicorn(uvicorn.Server):
+    """uvicorn's server calling `on_ready` once it serves: after the app's start-up, with the socket accepted on."""
 
-    def __init__(self, app, sock: socket.socket, log_level: str = "info"):
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None] | None):
+        super().__init__(config)
+        self.on_ready = on_ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self.on_ready is not None:
+            self.on_ready()
+
+
+class Server:
+    """An app on uvicorn over a bound socket: `run()` in the foreground, or `with Server(...):` in a thread.
+    `on_ready` runs once the server answers requests: the one place to announce it."""
+
+    def __init__(self, app, sock: socket.socket, log_level: str = "info", on_ready: Callable[[], None] | None = None):
         host, port = sock.getsockname()[:2]
         self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
         self.sock = sock
@@ -54,8 +75,8 @@ class Server:
         # An idle connection is kept longer than clients keep theirs (httpx and the OpenAI SDK: 5 s, uvicorn's own
         # default too), so that the client drops it first: with equal timeouts a request sent at the 5th second
         # met a connection the server was closing ("connection reset by peer", seen in the serve fuzz test).
-        self.uvicorn = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level,
-                                                     timeout_graceful_shutdown=10, timeout_keep_alive=65))
+        self.uvicorn = _Uvicorn(uvicorn.Config(app, host=host, port=port, log_level=log_level, backlog=BACKLOG,
+                                               timeout_graceful_shutdown=10, timeout_keep_alive=65), on_ready)
         self._thread: threading.Thread | None = None
 
     def run(self) -> None:
@@ -91,12 +112,15 @@ def serve(cfg: ServeConfig) -> None:
     log.info("starting the %s engine on %s", cfg.engine, path)
     engine = make_engine(cfg.engine, path, fmt, SamplingConfig(cfg.temperature, cfg.top_p, seed=cfg.seed),
                          max_model_len=cfg.max_model_len, **kwargs)
-    server = Server(build_app(engine, fmt, cfg, name), sock, cfg.log_level)
     if cfg.host not in ("127.0.0.1", "localhost", "::1") and not cfg.api_key:
         log.warning("listening on %s without an API key: anyone who can reach this address can use the model "
                     "(set --api-key or %s)", cfg.host, API_KEY_ENV)
-    log.info("serving %r at %s (OpenAI-compatible: /v1/models, /v1/chat/completions; %s). Ctrl-C stops.", name,
-             server.url, "API key required" if cfg.api_key else "no API key")
+
+    def announce() -> None:  # scripts and tests wait for this line, then connect at once
+        log.info("serving %r at %s (OpenAI-compatible: /v1/models, /v1/chat/completions; %s). Ctrl-C stops.", name,
+                 server.url, "API key required" if cfg.api_key else "no API key")
+
+    server = Server(build_app(engine, fmt, cfg, name), sock, cfg.log_level, on_ready=announce)
     server.run()
 
 
