@@ -15,14 +15,23 @@ from typing import Callable
 from .stats import bootstrap_mean, interval
 from .trajectory import Trajectory
 
-__all__ = ["summarize", "summarize_by", "summarize_by_task", "per_rollout", "restores_after_fold", "tool_entropy",
-           "format_table"]
+__all__ = ["summarize", "summarize_by", "summarize_by_task", "per_rollout", "prompt_tokens", "restores_after_fold",
+           "tool_entropy", "format_table"]
 
 # summary key: (the per-rollout value it averages, its interval). Scores are 0/1 (Wilson) or partial credit
 # (bootstrap); reward and reduction are means even where every value happens to be 0 or 1.
 INTERVALS = {"accuracy": ("score", interval), "correct": ("correct", interval), "reward": ("reward", bootstrap_mean),
              "format_error_rate": ("format_error", interval),
-             "context_reduction": ("context_reduction", bootstrap_mean)}
+             "context_reduction": ("context_reduction", bootstrap_mean),
+             "peak_prompt_tokens": ("peak_prompt_tokens", bootstrap_mean),
+             "mean_prompt_tokens": ("mean_prompt_tokens", bootstrap_mean)}
+
+
+def prompt_tokens(traj: Trajectory) -> tuple[int, float]:
+    """The largest and the mean prompt the engine saw in a rollout (token ids, chat template included): the context
+    a paradigm actually held, whatever it rewrites, resets or drops between its steps."""
+    sizes = [len(s.prompt_ids) for s in traj.steps]
+    return (max(sizes), sum(sizes) / len(sizes)) if sizes else (0, 0.0)
 
 
 def tool_entropy(counts: Counter) -> float:
@@ -71,6 +80,8 @@ def summarize(trajs: list[Trajectory], correct_threshold: float = 1.0) -> dict:
         "context_tokens_before": sum(t.context_tokens_before for t in trajs) / n,
         "context_tokens_after": sum(t.context_tokens_after for t in trajs) / n,
         "context_reduction": sum(t.context_reduction for t in trajs) / n,
+        "peak_prompt_tokens": sum(r["peak_prompt_tokens"] for r in rows) / n,  # per task: its largest prompt
+        "mean_prompt_tokens": sum(r["mean_prompt_tokens"] for r in rows) / n,  # per task: its mean prompt
         "generated_tokens": sum(t.generated_tokens for t in trajs) / n,
         "stop_reasons": dict(Counter(t.stop_reason for t in trajs)),
         "ci": {key: list(ci([r[value] for r in rows])) for key, (value, ci) in INTERVALS.items()},
@@ -81,7 +92,8 @@ def per_rollout(trajs: list[Trajectory], correct_threshold: float = 1.0) -> list
     """Each rollout's own values, in order: its task id and family, and the numbers the summary averages."""
     return [{"task_id": t.task_id, "task": t.task, "score": t.score, "correct": int(t.score >= correct_threshold),
              "reward": t.reward, "format_error": int(t.format_errors > 0),
-             "context_reduction": t.context_reduction} for t in trajs]
+             "context_reduction": t.context_reduction, "peak_prompt_tokens": prompt_tokens(t)[0],
+             "mean_prompt_tokens": prompt_tokens(t)[1]} for t in trajs]
 
 
 def summarize_by(trajs: list[Trajectory], key: Callable[[Trajectory], str],

@@ -15,6 +15,7 @@ from sculptor_rl.envs.reading import (answer_from_notes, chunk_text, count_token
                                       update_notes)
 from sculptor_rl.envs.teacher import ScriptedTeacher
 from sculptor_rl.longcontext import FAMILIES, score
+from sculptor_rl.metrics import summarize
 from sculptor_rl.samples import build_samples
 
 PARADIGMS = ("fold", "memact", "resum", "mem1", "memagent")
@@ -83,6 +84,9 @@ def test_where_each_paradigm_closes_its_samples(fmt):
         (traj,) = rollouts(name, [task], fmt)
         samples = build_samples(traj)
         kinds = [[c["name"] for c in s.calls] for s in traj.steps]
+        sizes = [len(s.prompt_ids) for s in traj.steps]  # eval's context measures: the prompts the engine saw
+        assert (summarize([traj])["peak_prompt_tokens"], summarize([traj])["mean_prompt_tokens"]) == (
+            max(sizes), sum(sizes) / len(sizes))
         last_calls = [kinds[s.completions[-1]] for s in samples[:-1]]
         if name == "memagent":  # every turn is a fresh prompt: one sample per turn
             assert [len(s.completions) for s in samples] == [1] * len(traj.steps)
@@ -200,12 +204,12 @@ def test_resum_resets_at_the_threshold_with_the_summary():
             shown = env.render()
         assert len(shown) == 2 and shown[0] == before[0]
         assert shown[1]["content"].startswith("Question: ") and "Summary: <summary>" in shown[1]["content"]
-        if llm is None:
-            assert f"[extractive: the agent's last note] Notes after chunk {turns - 1}" in shown[1]["content"]
+        if llm is None:  # the scripted stand-in: every chunk read, the last one too
+            assert f"[scripted summary: the notes of the chunks read] Notes after chunk {turns}:" in shown[1]["content"]
         else:
             assert "<summary>Hugo is Agnes's father.</summary>" in shown[1]["content"]
             assert "note 0" in llm.asked[0][0]["content"]
-        assert message_tokens(before) < limit  # no reset before the threshold was reached
+        assert message_tokens(before) + count_tokens(json.dumps(env.tools)) < limit  # none before the threshold
 
 
 def test_mem1_keeps_only_the_last_turn():

@@ -6,13 +6,17 @@ observation the conversation's tokens are counted; at 90 % of the limit a summar
 (`summary_utils.summarize_conversation`: the question, the conversation since the last reset and the last summary;
 the reply's `<summary>...</summary>`), and the messages become the system prompt and a user turn "Question: ...
 Below is a summary of the previous conversation. ... Summary: <summary>". No tool of the agent's own: the reset is
-the environment's. Here the count is of what the messages say (`reading.message_tokens`, the policy's tokens), and the
-reset happens when the next prompt is made (`render`), between turns, as there.
+the environment's. Here the count is of what the messages say and of the tool schemas (`context_tokens`, the policy's
+tokens; the chat template's own tokens are not counted), and the reset happens when the next prompt is made
+(`render`), between turns, as there.
 
 The summarizer is the run's LLM (`envs.llm`: the policy itself, as ReSum-GRPO trains, or an endpoint, as ReSum's
 dedicated summary model), asked with this project's wording of ReSum's summary request. Offline (no LLM wired), a
-labelled stand-in takes the agent's own last progress note (its last assistant turn's text) as the summary, marked
-`[extractive: the agent's last note]`, never presented as an LLM's summary.
+labelled stand-in writes the summary a reader of the question would: the notes (`reading.update_notes`) of the chunks
+read so far, in the scripted teacher's note form, marked `[scripted summary: ...]` (for a record without the
+question's `meta`, the agent's own last note, marked `[extractive: ...]`); never presented as an LLM's summary.
+(The agent's own last note alone would not do: it was written before the observation that crossed the threshold,
+which a reset would then lose.)
 Training: a reset starts a prompt that does not extend the previous one, so Algorithm 1 closes a sample there: K
 summaries make K + 1 samples, the rollout's advantage copied to each, as in ReSum-GRPO.
 
@@ -21,11 +25,13 @@ Budget: a chunk is a third of `context_budget`; the reset threshold is `threshol
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
-from ..reading import BudgetParams, ReadingEnv, message_tokens
-from .teacher import teach
+from ..reading import BudgetParams, ReadingEnv, count_tokens, message_tokens
+from ..reading import update_notes
+from .teacher import CHUNK, NOTE, teach
 
 __all__ = ["RESET_TEMPLATE", "RESUM_SYSTEM_PROMPT", "ReSumEnv", "ReSumParams", "SUMMARY_PROMPT"]
 
@@ -43,6 +49,7 @@ RESET_TEMPLATE = (
     "continue.\nSummary: <summary>{summary}</summary>\n")
 _SUMMARY = re.compile(r"<summary>(.*?)(?:</summary>|$)", re.S)
 EXTRACTIVE = "[extractive: the agent's last note] "
+SCRIPTED = "[scripted summary: the notes of the chunks read] "
 
 
 @dataclass
@@ -68,15 +75,19 @@ class ReSumEnv(ReadingEnv):
         self.question = self.shown[self.head - 1]["content"]  # the record's message, its context replaced
         self.summary: str | None = None
         self.resets = 0
+        self.progress: tuple[int, list[str]] = (0, [])  # the scripted summary's chunks read and notes
 
     def chunk_tokens(self) -> int:
         return self.params.context_budget // 3
 
     def render(self) -> list[dict]:
-        if self._between_turns() and message_tokens(self.shown, self.tokenizer) >= \
-                self.params.threshold * self.params.context_budget:
+        if self._between_turns() and self.context_tokens() >= self.params.threshold * self.params.context_budget:
             self.reset()
         return super().render()
+
+    def context_tokens(self) -> int:
+        """What the context holds now: the messages and the tool schemas the prompt shows."""
+        return message_tokens(self.shown, self.tokenizer) + count_tokens(json.dumps(self.tools), self.tokenizer)
 
     def _between_turns(self) -> bool:
         """Every call of the last assistant turn answered (the next prompt is about to be made)."""
@@ -95,8 +106,8 @@ class ReSumEnv(ReadingEnv):
 
     def summarize(self, recent: list[dict]) -> str:
         if self.llm is None:  # the labelled offline stand-in
-            notes = [m["content"].strip() for m in recent if m["role"] == "assistant" and (m["content"] or "").strip()]
-            return EXTRACTIVE + (notes[-1] if notes else "no progress noted")
+            return self.scripted_summary(recent)
+
         last = f"Summary of the conversation before that:\n{self.summary}\n\n" if self.summary else ""
         history = "\n".join(f"{m['role']}: {m['content']}" for m in recent)
         (reply,) = self.llm.ask([[{"role": "user", "content": SUMMARY_PROMPT.format(
@@ -104,6 +115,22 @@ class ReSumEnv(ReadingEnv):
         reply = re.sub(r"<think>.*?</think>", "", reply, flags=re.S).strip()
         found = _SUMMARY.search(reply)
         return (found.group(1) if found else reply).strip()
+
+    def scripted_summary(self, recent: list[dict]) -> str:
+        """The offline stand-in: the notes (`reading.update_notes`, what a reader keeps for the question) of every
+        chunk read in order so far, and how far that is; for a record whose question it cannot read (no
+        `meta`), the agent's own last note. Labelled, never presented as an LLM's summary."""
+        try:
+            done, notes = self.progress
+            for m in recent:
+                found = CHUNK.match(m["content"] or "") if m["role"] == "tool" else None
+                if found and int(found[1]) == done + 1:
+                    notes, done = update_notes(self.task, notes, m["content"][found.end():]), done + 1
+        except (KeyError, ValueError, TypeError):
+            said = [m["content"].strip() for m in recent if m["role"] == "assistant" and (m["content"] or "").strip()]
+            return EXTRACTIVE + (said[-1] if said else "no progress noted")
+        self.progress = (done, notes)
+        return SCRIPTED + NOTE.format(done=done, notes="\n".join(notes) or "nothing relevant found yet")
 
     def info(self) -> dict:
         return {**super().info(), "resets": self.resets}

@@ -9,10 +9,11 @@ import re
 from ...toolcalls import assistant_message
 from ..reading import answer_from_notes, update_notes
 
-__all__ = ["teach"]
+__all__ = ["CHUNK", "NOTE", "teach"]
 
+NOTE = "Notes after chunk {done}:\n{notes}"  # the teacher's notes, and the offline summary's
 _NOTE = re.compile(r"^Notes after chunk (\d+):\n?(.*)$", re.S)
-_CHUNK = re.compile(r"^Chunk (\d+) of (\d+):\n")
+CHUNK = re.compile(r"^Chunk (\d+) of (\d+):\n")
 _COUNT = re.compile(r"split into (\d+) chunks?")
 
 
@@ -33,10 +34,10 @@ def teach(task: dict, messages: list[dict], tools=None) -> dict | str:
     done, note = _last_note(messages)
     notes = update_notes(task, [], note)
     for m in messages:
-        found = _CHUNK.match(m["content"] or "") if m["role"] == "tool" else None
+        found = CHUNK.match(m["content"] or "") if m["role"] == "tool" else None
         if found and int(found[1]) == done + 1:
             notes, done = update_notes(task, notes, m["content"][found.end():]), done + 1
     if done == count:
         return answer_from_notes(task, notes)
     body = "\n".join(notes) or "nothing relevant found yet"
-    return assistant_message([("read_chunk", {"index": done + 1})], content=f"Notes after chunk {done}:\n{body}")
+    return assistant_message([("read_chunk", {"index": done + 1})], content=NOTE.format(done=done, notes=body))
