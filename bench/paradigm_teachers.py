@@ -10,16 +10,17 @@ context reduction is 1 - peak prompt / the whole record's prompt.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 
 from sculptor_rl.agent.chat import ChatFormat
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
-from sculptor_rl.envs import env_class, make_env_factory
+from sculptor_rl.envs import env_class, make_env_factory, params_of
 from sculptor_rl.envs.teacher import ScriptedTeacher
 from sculptor_rl.longcontext import FAMILIES
 from sculptor_rl.models import prepare_default_model
 
-PARADIGMS = ("memact", "resum", "mem1", "memagent", "fold")
+PARADIGMS = ("acm", "fold", "memact", "resum", "mem1", "memagent")
 
 
 def table(paradigms, families, num: int, budget: int, seed: int, fmt: ChatFormat) -> list[dict]:
@@ -27,13 +28,14 @@ def table(paradigms, families, num: int, budget: int, seed: int, fmt: ChatFormat
     for name in paradigms:
         for family in families:
             tasks = FAMILIES[family].generate(num, seed)
+            takes = {f.name for f in dataclasses.fields(env_class(name).Params)}
+            params = {"context_budget": budget} if "context_budget" in takes else {}  # ACM: no budget of its own
             trajs = run_rollouts(tasks, ScriptedTeacher(tasks, environment=name), fmt,
-                                 make_env_factory(name, {"context_budget": budget}, tokenizer=fmt.tokenizer),
-                                 LoopConfig(), progress=False)
+                                 make_env_factory(name, params, tokenizer=fmt.tokenizer), LoopConfig(), progress=False)
             peaks = [max(len(s.prompt_ids) for s in t.steps) for t in trajs]
             means = [statistics.mean(len(s.prompt_ids) for s in t.steps) for t in trajs]
-            params = env_class(name).Params(context_budget=budget)
-            full = [len(fmt.head_ids(env_class(name)(task, params, tokenizer=fmt.tokenizer).original(), None))
+            full = [len(fmt.head_ids(env_class(name)(task, params_of(name, params), tokenizer=fmt.tokenizer)
+                                     .original(), None))
                     for task in tasks]
             rows.append({
                 "paradigm": name, "family": family, "tasks": num,

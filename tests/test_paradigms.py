@@ -237,3 +237,16 @@ def test_memagent_overwrites_a_capped_memory_and_answers_last():
         assert count_tokens(env.memory) <= env.memory_tokens
     assert "Your answer:" in env.render()[0]["content"] and not env.on_answer("Answer: Hugo")
     assert env.info()["memory_cut"] == count
+
+
+def test_eval_runs_every_paradigm_at_one_budget():
+    from sculptor_rl.eval.run import EvalConfig
+
+    for name in PARADIGMS:
+        cfg = EvalConfig(environment=name, context_budget=700)
+        assert cfg.modes == ["fold", "memact", "resum", "mem1", "memagent", "acm", "full", "truncate", "bm25"]
+        assert cfg.tasks == list(FAMILIES)
+        for mode in cfg.modes:
+            env, params = cfg.mode_env(mode)
+            assert env == mode and params_of(env, params) is not None
+            assert params.get("context_budget") == (None if mode in ("acm", "full") else 700)

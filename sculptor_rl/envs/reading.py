@@ -35,10 +35,17 @@ from ..records import context_spans
 from ..toolcalls import ToolResult, json_object
 from .base import Env
 
-__all__ = ["BudgetParams", "Document", "READ_CHUNK", "ReadingEnv", "answer_from_notes", "chunk_text",
-           "count_tokens", "document", "message_tokens", "read_index", "update_notes"]
+__all__ = ["BudgetParams", "Document", "PARADIGM_MODES", "READ_CHUNK", "ReadingEnv", "answer_from_notes", "chunk_text",
+           "count_tokens", "document", "message_tokens", "paradigm_modes", "read_index", "update_notes"]
 
 _SEPARATORS = ("\n\n", "\n", ". ", " ")  # where a chunk may end, best first
+# `eval --environment <paradigm>`: every paradigm, ACM and the no-tool baselines on the same tasks (the registry's
+# names), each reading the eval's one `context_budget` where it takes one; the report pairs them task by task
+PARADIGM_MODES = ("fold", "memact", "resum", "mem1", "memagent", "acm", "full", "truncate", "bm25")
+
+
+def paradigm_modes() -> dict[str, tuple[str, dict]]:
+    return {mode: (mode, {}) for mode in PARADIGM_MODES}
 
 READ_CHUNK = {"type": "function", "function": {
     "name": "read_chunk",
@@ -141,6 +148,10 @@ class ReadingEnv(Env):
     Params = BudgetParams
     tools = [READ_CHUNK]
     task_families = (pi_llm.NAME, needlebench.NAME, mrcr.NAME, babilong.NAME, gsm_infinite.NAME)
+
+    @classmethod
+    def eval_modes(cls) -> dict[str, tuple[str, dict]]:
+        return paradigm_modes()
 
     def __init__(self, task: dict, params=None, **kwargs):
         super().__init__(task, params, **kwargs)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..base import Env
-from ..reading import BudgetParams, count_tokens, document
+from ..reading import BudgetParams, count_tokens, document, paradigm_modes
 from .teacher import teach
 
 __all__ = ["FINAL_TEMPLATE", "MEMORY_TEMPLATE", "MemAgentEnv", "MemAgentParams", "NO_MEMORY"]
@@ -45,6 +45,10 @@ class MemAgentEnv(Env):
     Params = MemAgentParams
     task_families = ("pi_llm", "needlebench", "mrcr", "babilong", "gsm_infinite")
     teach = staticmethod(teach)
+
+    @classmethod
+    def eval_modes(cls) -> dict[str, tuple[str, dict]]:
+        return paradigm_modes()
 
     def __init__(self, task: dict, params=None, **kwargs):
         super().__init__(task, params, **kwargs)
