@@ -8,6 +8,8 @@ take the context from there, never from a layout convention.
 
 from __future__ import annotations
 
+import json
+import math
 import random
 import re
 
@@ -87,6 +89,28 @@ def make_record(task: str, seed: int, index: int, intro: str, context: str, ques
         "meta": {"bucket": bucket, "approx_tokens": approx_tokens(user), **params, **meta, "question": question,
                  "context": [{"message": 0, "start": start, "end": start + len(context)}]},
     }
+
+
+def release_record(fmt: str, rid: str, messages: list[dict], answer, spans: list[tuple[int, int, int]],
+                   question: str, bucket: str, row: dict, used: tuple[str, ...], system: str | None = None, **meta) -> dict:
+    """A task record imported from a benchmark's release row; the row's other columns go to `meta` as they are
+    (JSON-safe)."""
+    kept = {k: json.loads(json.dumps(v, ensure_ascii=False, default=str)) for k, v in row.items()
+            if k not in used and k not in ("_id", "id")}
+    return {
+        "id": rid, "task": fmt, "messages": messages, "answer": answer,
+        "meta": {**kept, "benchmark": fmt, "bucket": bucket,
+                 "approx_tokens": approx_tokens("".join(m["content"] for m in messages)), "question": question,
+                 "context": [{"message": i, "start": s, "end": e} for i, s, e in spans],
+                 **({"system_prompt": system} if system else {}), **meta},
+    }
+
+
+def length_bin(tokens: int) -> str:
+    """A length bucket when the release names none: the nearest power of two, 1445 -> "1k", 3100 -> "4k"
+    (records of about one length share a bucket, as in the benchmarks' tables)."""
+    power = 1 << max(0, round(math.log2(max(tokens, 1))))
+    return f"{power // 1024}k" if power >= 1024 else str(power)
 
 
 def filler_sentence(rng: random.Random) -> str:

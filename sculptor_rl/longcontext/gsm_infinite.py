@@ -24,7 +24,7 @@ import hashlib
 import json
 import re
 
-from .common import approx_tokens, check_range, make_record, size_label, task_rng
+from .common import approx_tokens, check_range, length_bin, make_record, release_record, size_label, task_rng
 from .common import render_value as render_answer  # noqa: F401 (the family API)
 from .common import score_value
 
@@ -315,8 +315,6 @@ def convert_row(row: dict, rid: str, hints: dict) -> dict:
     solution's. The release's `id` counts problems per generator run and repeats across a split's files, so a
     record imported from a row is named by its op, template, mode, that id and a digest of its problem text;
     `rid` otherwise (a generated record's own id, `official.convert`)."""
-    from .importers import _record, length_bin  # importers registers this converter: imported here, not at load
-
     where = hints["where"]
     answer = solution_answer(str(row["solution"]))
     if answer is None:
@@ -334,7 +332,7 @@ def convert_row(row: dict, rid: str, hints: dict) -> dict:
     spans = [(len(messages) - 1, start, start + len(problem))]
     length = row.get("length") or length_bin(approx_tokens(text))
     bucket = f"{length}/{row['op']}" if row.get("op") is not None else str(length)
-    return _record(NAME, rid, messages, answer, spans, question, bucket, row, _USED, system,
+    return release_record(NAME, rid, messages, answer, spans, question, bucket, row, _USED, system,
                    release_id=row.get("id"))
 
 

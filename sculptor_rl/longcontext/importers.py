@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 import csv
 import json
-import math
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -27,7 +26,7 @@ from pathlib import Path
 
 from . import gsm_infinite
 from .benchmark_scoring import BABILONG_LABELS, BENCHMARKS
-from .common import approx_tokens
+from .common import approx_tokens, length_bin, release_record
 
 __all__ = ["FORMATS", "import_benchmark", "read_rows"]
 
@@ -140,27 +139,6 @@ def _messages(prompt, where: str) -> tuple[list[dict], str | None]:
     return messages, system
 
 
-def _record(fmt: str, rid: str, messages: list[dict], answer, spans: list[tuple[int, int, int]], question: str,
-            bucket: str, row: dict, used: tuple[str, ...], system: str | None = None, **meta) -> dict:
-    """A task record; the row's other columns go to `meta` as they are (JSON-safe)."""
-    kept = {k: json.loads(json.dumps(v, ensure_ascii=False, default=str)) for k, v in row.items()
-            if k not in used and k not in ("_id", "id")}
-    return {
-        "id": rid, "task": fmt, "messages": messages, "answer": answer,
-        "meta": {**kept, "benchmark": fmt, "bucket": bucket,
-                 "approx_tokens": approx_tokens("".join(m["content"] for m in messages)), "question": question,
-                 "context": [{"message": i, "start": s, "end": e} for i, s, e in spans],
-                 **({"system_prompt": system} if system else {}), **meta},
-    }
-
-
-def length_bin(tokens: int) -> str:
-    """A length bucket when the release names none: the nearest power of two, 1445 -> "1k", 3100 -> "4k"
-    (records of about one length share a bucket, as in the benchmarks' tables)."""
-    power = 1 << max(0, round(math.log2(max(tokens, 1))))
-    return f"{power // 1024}k" if power >= 1024 else str(power)
-
-
 def _last_user_span(messages: list[dict], start: int, end: int) -> tuple[list[tuple[int, int, int]], str]:
     """The span in the last (user) message, and that message's text outside it (the question)."""
     text = messages[-1]["content"]
@@ -191,7 +169,7 @@ def _pi_llm(row: dict, rid: str, hints: dict) -> dict:
     # the experiment's variable (OpenCompass weighs by it); the report shows each bucket's mean length beside it
     n = row.get("n_updates")
     bucket = f"{n} updates" if n is not None else length_bin(approx_tokens(text))
-    return _record("pi_llm", rid, messages, answer, spans, question, bucket, row, ("prompt", "answer_formatted"),
+    return release_record("pi_llm", rid, messages, answer, spans, question, bucket, row, ("prompt", "answer_formatted"),
                    system)
 
 
@@ -209,7 +187,7 @@ def _needlebench(row: dict, rid: str, hints: dict) -> dict:
     spans, question = _last_user_span(messages, found.start(2), found.end(2))
     length = row.get("length") or length_bin(approx_tokens(messages[-1]["content"]))
     bucket = f"{length}/{row['num_needles']}" if row.get("num_needles") is not None else str(length)
-    return _record("needlebench", rid, messages, str(row["answer"]), spans, question, bucket, row,
+    return release_record("needlebench", rid, messages, str(row["answer"]), spans, question, bucket, row,
                    ("prompt", "answer"), system)
 
 
@@ -232,7 +210,7 @@ def _mrcr(row: dict, rid: str, hints: dict) -> dict:
     spans = [(i, 0, len(m["content"])) for i, m in enumerate(messages[:-1])]
     bin_ = _mrcr_bin(approx_tokens("".join(m["content"] for m in messages)))
     bucket = f"{bin_}/{row['n_needles']}" if row.get("n_needles") is not None else bin_
-    return _record("mrcr", rid, messages, str(row["answer"]), spans, messages[-1]["content"], bucket, row,
+    return release_record("mrcr", rid, messages, str(row["answer"]), spans, messages[-1]["content"], bucket, row,
                    ("prompt", "answer"), system)
 
 
@@ -275,7 +253,7 @@ def _babilong(row: dict, rid: str, hints: dict) -> dict:
     text = f"{head}{context}{tail}".rstrip()
     messages = [{"role": "user", "content": text}]
     spans = [(0, len(head), len(head) + len(context))]
-    return _record("babilong", rid, messages, str(row["target"]).strip(), spans, str(row["question"]),
+    return release_record("babilong", rid, messages, str(row["target"]).strip(), spans, str(row["question"]),
                    f"{length}/{qa.group(0)}", row, ("input", "question", "target", "task", "length"),
                    babilong_task=qa.group(0))
 
@@ -315,7 +293,7 @@ def _longbench_v2(row: dict, rid: str, hints: dict) -> dict:
     start = text.index("<text>\n") + len("<text>\n")
     messages = [{"role": "user", "content": text}]
     bucket = f"{row.get('length') or 'any'}/{row.get('difficulty') or 'any'}"
-    return _record("longbench_v2", rid, messages, answer, [(0, start, text.rindex(_LONGBENCH_QUESTION))],
+    return release_record("longbench_v2", rid, messages, answer, [(0, start, text.rindex(_LONGBENCH_QUESTION))],
                    str(row["question"]).strip(), bucket, row, _LONGBENCH_COLUMNS)
 
 
@@ -382,7 +360,7 @@ def _frames(row: dict, rid: str, hints: dict) -> dict:
         text, spans = tail, []
     reasoning = str(row.get("reasoning_types") or "")
     row = {k: v for k, v in row.items() if not re.fullmatch(LINK_COLUMN, k)}  # in meta.links
-    return _record("frames", rid, [{"role": "user", "content": text}], str(row["Answer"]).strip(), spans, question,
+    return release_record("frames", rid, [{"role": "user", "content": text}], str(row["Answer"]).strip(), spans, question,
                    f"{len(links)} docs", row, ("Prompt", "Answer", *FRAMES_INDEX, "wiki_links"), links=links,
                    reasoning_types=[t.strip() for t in reasoning.split("|") if t.strip()])
 
