@@ -7,6 +7,7 @@ run page work."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -226,7 +227,9 @@ def test_synthetic_run_every_state_spans_counts_and_text(synthetic, browser, tmp
     assert "restored" in browser.js("document.getElementById('detail-meta').textContent")
     assert browser.js("getComputedStyle(document.querySelector('.span[data-kind=\"fragment\"]')).backgroundColor") \
         == "rgb(17, 122, 101)"  # the env's own colour (view_spans)
-    assert browser.screenshot(tmp_path / "timeline.png").stat().st_size > 10_000
+    # SCULPTOR_VIEW_SCREENSHOTS=docs/images keeps this one for the docs (every span state)
+    shots = Path(os.environ.get("SCULPTOR_VIEW_SCREENSHOTS") or tmp_path)
+    assert browser.screenshot(shots / "view-states.png", max_height=1300).stat().st_size > 10_000
     assert browser.errors == []
 
 
@@ -286,8 +289,8 @@ def test_run_page_curves_and_eval_tables(synthetic, browser, tmp_path):
     show(browser, page, "v=run")
     charts = browser.js("[...document.querySelectorAll('.chart')].map(c => [c.dataset.key, c.querySelector('p')"
                         ".textContent, c.querySelectorAll('circle').length])")
-    assert [c[0] for c in charts] == ["reward", "accuracy", "loss", "tools/fold_fragment", "time/generation_s",
-                                      "clip_ratio/high_mean"]
+    assert [c[0] for c in charts] == ["reward", "accuracy", "tools/fold_fragment", "loss", "clip_ratio/high_mean",
+                                      "time/generation_s"]  # in the order of the definitions (rollouts, loss, time)
     assert all(c[1] == definition(c[0]) and c[2] == 5 for c in charts)
     results = json.loads((root / "eval" / "results.json").read_text())
     cells = browser.js("[...document.querySelectorAll('.eval-table tr')].slice(1).map(r => [...r.cells].map(c => "
@@ -352,3 +355,28 @@ def test_bad_input_is_a_clear_error(tmp_path):
         collect(tmp_path / "tasks.jsonl")
     with pytest.raises(FileNotFoundError):
         collect(tmp_path / "nothing")
+
+
+def test_serve_on_loopback_only(teacher_run, tmp_path):
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from sculptor_rl.view import serve
+
+    root, _ = teacher_run
+    page = write_page(root / "samples.jsonl", tmp_path / "samples.html")
+    server = serve(page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address
+        assert host == "127.0.0.1"
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read()
+        assert body == page.read_bytes() and b'"samples":[{' in body
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/../etc/passwd", timeout=10)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)

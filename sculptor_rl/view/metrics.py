@@ -52,6 +52,7 @@ METRICS = {
     "time/training_s": "seconds in forward, backward and optimizer steps (and old/reference logprobs)",
     # the Trainer's own
     "grad_norm": "gradient norm before clipping",
+    "step_time": "seconds of the whole optimizer step (rollouts, training and the weight sync)",
     "learning_rate": "the learning rate at the step",
     "epoch": "epochs done (fraction of the prompt set)",
     "num_tokens": "tokens seen in training so far (SFT)",

@@ -21,7 +21,7 @@ from ..envs.base import Env
 from ..jsonl import iter_jsonl
 from ..samples import read_samples
 from ..trajectory import Trajectory
-from .metrics import definition
+from .metrics import METRICS, definition
 from .timeline import KINDS, STATES, summary_row, timeline
 
 __all__ = ["collect", "write_page", "serve"]
@@ -77,6 +77,14 @@ def _env_of(traj: Trajectory) -> type[Env]:
     return _acm() if any(c["name"] in names for s in traj.steps for c in s.calls) else Env
 
 
+_ORDER = {k: i for i, k in enumerate(METRICS)}
+
+
+def _order(key: str) -> tuple[int, str]:
+    """Curves in the order of METRICS (rollouts, loss, time, the Trainer's), a family's at its place, others last."""
+    return _ORDER.get(key, _ORDER.get(key.split("/", 1)[0] + "/*", len(_ORDER))), key
+
+
 def _curves(root: Path) -> list[dict]:
     """The log history of each training folder under `root` (its newest checkpoint's trainer_state.json)."""
     out = []
@@ -90,6 +98,7 @@ def _curves(root: Path) -> list[dict]:
         history = [e for e in json.loads(state.read_text()).get("log_history", []) if "step" in e]
         keys = list(dict.fromkeys(k for e in history for k, v in e.items()
                                   if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)))
+        keys.sort(key=_order)
         out.append({"name": str(folder.relative_to(root)) if folder != root else folder.name,
                     "metrics": [{"key": k, "definition": definition(k) or "",
                                  "points": [[e["step"], e[k]] for e in history if isinstance(e.get(k), (int, float))]}

@@ -11,8 +11,9 @@ read from its tools' results); the loop records no per-step copy of the context.
 Token counts: each completion is its ids (`completion_ids`), exact. A step's tool results are the ids the next
 prompt adds after that completion (exact, the template's wrapping included) where that prompt extends the last
 one, else their characters / 4. The task's messages at a step are exact in sum (the prompt's ids less the turns
-after them); that sum is split among their spans (template and schemas, system, text, fragments) in proportion to
-their characters / 4, with the template's share fixed at the first step. A record without ids (none is written
+after them); the template's share of it (its own tokens and the tool schemas) is the first prompt's less the task
+messages' tokens the loop counted (`context_tokens_before`), and the rest is split among the messages' spans (system,
+text, fragments) in proportion to their characters / 4. A record without ids (none is written
 today) is estimated throughout; each span says which (`exact`).
 """
 
@@ -198,7 +199,7 @@ def timeline(traj: Trajectory, env: type[Env] = Env, task: dict | None = None) -
             size = total * n / sum(chars) if total is not None else _tokens(n)
             turns.append({**_span(kind, f"{'tool result' if kind == 'tool' else kind + ' turn'} of step {k}",
                                   "visible", size, m["content"], None, exact=total is not None), "step": k})
-    _calibrate([f for f in fits if f is not None])
+    _calibrate([f for f in fits if f is not None], traj.context_tokens_before)
     texts: dict[str, int] = {}  # each text once: a span refers to it by number (a context repeats at every step)
     for st in steps:
         for sp in st["spans"]:
@@ -219,20 +220,23 @@ def timeline(traj: Trajectory, env: type[Env] = Env, task: dict | None = None) -
     }
 
 
-def _calibrate(fits: list[tuple[list[dict], dict, int]]) -> None:
-    """Split each step's exact task tokens among its spans: tokens = template + a x (characters / 4), `template`
-    and `a` fitted by least squares over the steps (they differ only where the context changed), then each step's
-    spans scaled so that they sum to its exact count."""
+def _calibrate(fits: list[tuple[list[dict], dict, int]], first: int) -> None:
+    """Split each step's exact task tokens among its spans. The template's share (its own tokens and the tool
+    schemas) is the first prompt's task tokens less `first`, the task messages' own tokens as the loop counted
+    them (`context_tokens_before`); where that does not fit, it is fitted by least squares over the steps (tokens =
+    template + a x characters / 4). Then each step's spans are scaled to sum to its exact count."""
     if not fits:
         return
     xs = [sum(s["tokens"] for s in spans) for spans, _, _ in fits]
     ys = [total for _, _, total in fits]
-    n, mx, my = len(xs), sum(xs) / len(xs), sum(ys) / len(ys)
-    var = sum((x - mx) ** 2 for x in xs)
-    a = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var if var else 1.0
-    template = my - a * mx
-    if not (var and a > 0 and template >= 0):  # one context size only, or a fit that makes no sense: a = 1
-        template = max(min(y - x for x, y in zip(xs, ys)), 0)
+    template = ys[0] - first
+    if not (first > 0 and template >= 0):
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        var = sum((x - mx) ** 2 for x in xs)
+        a = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var if var else 1.0
+        template = my - a * mx
+        if not (var and a > 0 and template >= 0):  # one context size only, or a fit that makes no sense: a = 1
+            template = max(min(y - x for x, y in zip(xs, ys)), 0)
     for (spans, head, total), x in zip(fits, xs):
         head["tokens"] = min(template, max(total, 0))
         scale = max(total - head["tokens"], 0) / x if x else 0.0
