@@ -18,12 +18,18 @@ run() {  # a step of the plan: printed on a dry run, run otherwise
     if [ "$DRY" = 1 ]; then echo "+ $*"; else "$@"; fi
 }
 # The run viewer's tests drive headless Chromium from the system's packages (a browser download is not needed):
-# installed with apt where it is missing and this runs as root; apt-get update first (a fresh image has no lists).
+# installed with apt where it is missing, as root or through password-less sudo; apt-get update first (a fresh image
+# has no package lists).
 chromium_for_tests() {
-    if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-        run apt-get update -q
-        run env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+    [ -x /usr/bin/chromium ] && return 0
+    command -v apt-get >/dev/null || return 0
+    local as=()
+    if [ "$(id -u)" != 0 ]; then
+        sudo -n true 2>/dev/null || return 0
+        as=(sudo -n)
     fi
+    run "${as[@]}" apt-get update -q
+    run "${as[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
 }
 stamp=.venv/.sculptor-setup-$(sha1sum scripts/setup.sh pyproject.toml "$C" | sha1sum | cut -c1-12)
 if [ "$DRY" = 1 ]; then
