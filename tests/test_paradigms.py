@@ -10,7 +10,7 @@ import pytest
 from conftest import assert_prompts_show_the_workspace, assert_trained_where_generated
 
 from sculptor_rl.agent.loop import LoopConfig, run_rollouts
-from sculptor_rl.envs import env_class, env_names, make_env_factory, params_of, registry
+from sculptor_rl.envs import env_class, env_names, make_env_factory, params_of, register_env, registry
 from sculptor_rl.envs.reading import (answer_from_notes, chunk_text, count_tokens, document, message_tokens,
                                       update_notes)
 from sculptor_rl.envs.teacher import ScriptedTeacher
@@ -250,3 +250,49 @@ def test_eval_runs_every_paradigm_at_one_budget():
             env, params = cfg.mode_env(mode)
             assert env == mode and params_of(env, params) is not None
             assert params.get("context_budget") == (None if mode in ("acm", "full") else 700)
+
+
+# ---- one GSPO step per paradigm, on its teacher's rollouts, with a tiny random model ----
+
+def _split_reward(base: type) -> type:
+    """The paradigm whose reward also tells a group's two rollouts apart (its teacher solves both), so a GSPO
+    step has a signal."""
+    def reward(self, traj) -> float:
+        return base.reward(self, traj) - 0.5 * traj.rollout_id.endswith("/1")
+
+    return register_env(type(f"Split{base.__name__}", (base,), {"name": f"{base.name}-split", "reward": reward}))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PARADIGMS)
+def test_one_gspo_step_on_the_teachers_rollouts(name, fmt, tmp_path):
+    import torch
+    from conftest import digest
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from sculptor_rl.jsonl import write_jsonl
+    from sculptor_rl.train.rl import SculptorGRPOConfig, build_trainer
+
+    env = _split_reward(env_class(name))
+    torch.manual_seed(0)
+    model_dir = tmp_path / "tiny"
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(fmt.tokenizer), hidden_size=32, intermediate_size=64,
+                                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                 max_position_embeddings=4096, tie_word_embeddings=True)).save_pretrained(model_dir)
+    fmt.tokenizer.save_pretrained(model_dir)
+    tasks = FAMILIES["babilong"].generate(1, 9, context_tokens=500)
+    write_jsonl(tasks, tmp_path / "tasks.jsonl")
+    cfg = SculptorGRPOConfig(
+        model=str(model_dir), tasks=str(tmp_path / "tasks.jsonl"), output_dir=str(tmp_path / "rl"),
+        environment=env.name, environment_params={"context_budget": 384}, engine="hf", max_steps=1,
+        num_generations=2, per_device_train_batch_size=2, gradient_accumulation_steps=1,
+        gradient_checkpointing=False, max_new_tokens=64, max_tool_calls=20, max_context_tokens=4096,
+        learning_rate=1e-3, lr_scheduler_type="constant", bf16=False, report_to="none", save_strategy="no",
+        use_cpu=True, seed=1)
+    trainer = build_trainer(cfg, engine=ScriptedTeacher(tasks, environment=env.name))
+    before = digest(trainer.model)
+    trainer.train()
+    (log,) = [e for e in trainer.state.log_history if "reward" in e]
+    assert log["reward"] == 0.75 and log["accuracy"] == 1.0  # both solved; the second rollout's reward split off
+    assert log["samples_per_rollout"] > 1  # the paradigm's context changes cut each rollout into samples
+    assert digest(trainer.model) != before
