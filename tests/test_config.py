@@ -11,7 +11,7 @@ import yaml
 
 from sculptor_rl.config import check_values, load_config, parse_command
 from sculptor_rl.envs import params_of
-from sculptor_rl.eval.run import EvalConfig, _check, eval_tasks
+from sculptor_rl.eval.run import EvalConfig, check_config, eval_tasks
 from sculptor_rl.pipeline import PipelineConfig
 from sculptor_rl.serve import ServeConfig
 from sculptor_rl.slurm import SlurmConfig, render
@@ -46,7 +46,7 @@ def check_serve(path: Path) -> None:
 def check_pipeline(path: Path) -> None:
     full = PipelineConfig.from_yaml(path)
     for cfg in full.recipes():
-        _check(load_config(EvalConfig, None, {**cfg.eval, "tasks": cfg.eval_families}, "pipeline eval"))
+        check_config(load_config(EvalConfig, None, {**cfg.eval, "tasks": cfg.eval_families}, "pipeline eval"))
         load_config(SculptorSFTConfig, ROOT / cfg.sft_config, {**cfg.sft, **CPU})
         check_config(load_config(SculptorGRPOConfig, ROOT / cfg.rl_config, {**cfg.rl, **CPU, "tasks": "t.jsonl"}))
 
@@ -73,7 +73,7 @@ ENVIRONMENTS = ("acm", "memtool", "memtoolagent", "tamem", "toolmem")
 CHECKS = {"configs/accelerate": check_accelerate, "configs/deepspeed": check_deepspeed, "slurm": check_slurm,
           "configs/quickstart.yaml": check_pipeline, "configs/quickstart_gpu.yaml": check_pipeline,
           "configs/long_cpu.yaml": check_pipeline, "configs/paper_protocol.yaml": check_pipeline,
-          "configs/paper_protocol_gpu.yaml": check_pipeline}
+          "configs/paper_protocol_gpu.yaml": check_pipeline, "configs/paradigms.yaml": check_eval}
 FILES = sorted(p for d in ("configs", "slurm") for p in (ROOT / d).rglob("*") if p.is_file())
 
 
