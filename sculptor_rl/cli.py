@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
 from . import logs
+from .toolcalls import PARSERS
 
 log = logging.getLogger("sculptor_rl")
 DEFAULT_PIPELINE = "configs/quickstart.yaml"
@@ -225,7 +227,10 @@ def cmd_samples(args) -> None:
     # the tokenizer is the trajectories' own; --model only checks that it is that model's
     using = ChatFormat.from_pretrained(resolve_model(args.model), **{**_template(args), "parser": args.parser or "auto"}
                                        ).provenance if args.model else None
-    samples = policy_samples(read_trajectories(args.inp), using)
+    trajs = list(read_trajectories(args.inp))
+    if not trajs:
+        raise ValueError(f"{args.inp}: no trajectories in it (make them with `sculptor-rl collect` or `rollout`)")
+    samples = policy_samples(trajs, using)
     n = write_samples(samples, args.out)
     trained = sum(sum(s.loss_mask) for s in samples)
     print(f"wrote {n} samples ({trained} trained tokens) to {args.out}")
@@ -302,7 +307,82 @@ def cmd_rl(args, rest: list[str]) -> None:
     from .train.rl import main as rl_main
 
     dry_run = rest[:1] == ["validate"]  # `sculptor-rl rl validate --config X`: check and print the plan only
+    if dry_run and args.config and len(rest) == 1 and config_kind(args.config) != "rl":  # another kind's config
+        validate_config(args.config)
+        return
     rl_main(["validate"] * dry_run + (["--config", args.config] if args.config else []) + rest[dry_run:])
+
+
+CONFIG_KINDS = ("pipeline", "sft", "rl", "eval", "serve")
+
+
+def _config_classes() -> dict:
+    from .eval.run import EvalConfig
+    from .pipeline import PipelineConfig
+    from .serve.config import ServeConfig
+    from .train.rl_config import SculptorGRPOConfig
+    from .train.sft import SculptorSFTConfig
+
+    return dict(zip(CONFIG_KINDS, (PipelineConfig, SculptorSFTConfig, SculptorGRPOConfig, EvalConfig, ServeConfig)))
+
+
+def config_kind(path: str) -> str:
+    """Which command a config file is for: its file name's prefix (sft_, rl_, eval_, serve_), else the one kind
+    whose settings hold all its keys (a pipeline's first); ValueError naming the closest kind's unknown key."""
+    from .config import check_values, read_yaml
+
+    prefix = Path(path).name.split("_")[0]
+    if prefix in CONFIG_KINDS[1:]:
+        return prefix
+    values, errors = read_yaml(path), []
+    for kind, cls in _config_classes().items():
+        try:
+            check_values(cls, values, path)
+            return kind
+        except ValueError as e:
+            errors.append(str(e))
+    raise ValueError(f"{min(errors, key=len)} (nor of any config kind: {', '.join(CONFIG_KINDS)})")
+
+
+def validate_config(path: str, kind: str | None = None) -> None:
+    """Check a config of any kind as its command would read it, without any work: keys, types, ranges and what it
+    names (environment, tasks, model, chat template) where that can be read here; what cannot is said NOT checked."""
+    from .config import load_config, parse_command
+
+    kind = kind or config_kind(path)
+    print(f"{path}: {kind} config")
+    if kind == "pipeline":
+        from .pipeline import PipelineConfig, dry_run
+
+        dry_run(PipelineConfig.from_yaml(path))
+    elif kind == "rl":
+        from .train.rl import main as rl_main
+
+        rl_main(["validate", "--config", path])
+        return
+    elif kind == "sft":
+        from .train.sft import SculptorSFTConfig
+
+        cfg = parse_command(SculptorSFTConfig, ["--config", path], prog="sculptor-rl sft")
+        if cfg.samples and not Path(cfg.samples).exists():
+            print(f"warning: samples file {cfg.samples} does not exist yet (make it with `sculptor-rl samples`)")
+    elif kind == "eval":
+        from .eval.run import EvalConfig, check_config
+
+        check_config(load_config(EvalConfig, path))
+    elif kind == "serve":
+        from .envs import params_of
+        from .serve.config import ServeConfig
+
+        cfg = parse_command(ServeConfig, ["--config", path], prog="sculptor-rl serve")
+        params_of(cfg.environment, cfg.environment_params)
+    else:
+        raise ValueError(f"unknown config kind {kind!r} (known: {', '.join(CONFIG_KINDS)})")
+    print("config OK")
+
+
+def cmd_validate(args) -> None:
+    validate_config(args.config, args.kind)
 
 
 def cmd_serve(args, rest: list[str]) -> None:
@@ -427,8 +507,8 @@ def build_parser() -> argparse.ArgumentParser:
                                "deepseek_v3_1_, hermes3_, gpt_oss_, glm4_6_append_only); default: the model's own")
     template.add_argument("--chat-template-kwarg", type=_param, action="append", default=[], metavar="K=V",
                           help="passed to the chat template, e.g. enable_thinking=false (repeatable)")
-    template.add_argument("--parser", default=None, help="the tool-call format: auto (the chat template's) or "
-                          "hermes, llama3_json, mistral, qwen3_coder, glm45, deepseek_v3, harmony")
+    template.add_argument("--parser", default=None, choices=["auto", *PARSERS], metavar="PARSER",
+                          help=f"the tool-call format: auto (the chat template's; default) or {', '.join(PARSERS)}")
     llm = argparse.ArgumentParser(add_help=False)  # what the environments ask for an LLM (envs.llm)
     llm.add_argument("--summarizer", default=None, choices=["extractive", "policy", "endpoint"],
                      help="summarize_fragment's LLM: the offline extractive stand-in (default), the policy's own "
@@ -596,6 +676,13 @@ def build_parser() -> argparse.ArgumentParser:
                       "family, the model's tokenizer and template) and exit before any work")
     pipe.set_defaults(fn=cmd_pipeline)
 
+    val = sub.add_parser("validate", help="check a config of any kind (pipeline, sft, rl, eval, serve) as its "
+                         "command would read it, before any work; offline, what needs the Hub is said NOT checked")
+    val.add_argument("--config", required=True, help="the YAML file")
+    val.add_argument("--kind", choices=CONFIG_KINDS, default=None,
+                     help="the command it is for (default: from its file name's prefix, else from its keys)")
+    val.set_defaults(fn=cmd_validate)
+
     sft = sub.add_parser("sft", help="SFT on samples (TRL SFTTrainer); other flags override the YAML config",
                          add_help=False)
     sft.add_argument("--config", default=None)
@@ -639,6 +726,9 @@ def main(argv: list[str] | None = None) -> None:
     _exit_on_sigterm()
     try:
         args.fn(args, rest) if passthrough else args.fn(args)
+    except BrokenPipeError:  # `sculptor-rl tools schemas | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        sys.exit(0)
     except (ValueError, OSError) as e:  # bad JSONL/Parquet/records, config values, paths, models
         _user_error(str(e))
     except yaml.YAMLError as e:  # a config that is not YAML: its message names the file, line and column

@@ -145,6 +145,18 @@ def bf16_is_fast() -> bool:
     return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
 
 
+def train_on_cpu(use_cpu: bool, half: bool) -> bool:
+    """A trainer's `use_cpu` as it should run here: on where half precision (`half`: bf16 or fp16, TRL's default
+    bf16 included) is asked without an accelerator, which Transformers refuses unless `use_cpu` is set: a config
+    written without the key trains on a CPU box as it would on a GPU one. Unchanged otherwise (a DeepSpeed run on
+    CPU keeps its own device setup)."""
+    import torch
+
+    accelerator = (torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
+                   or torch.backends.mps.is_available())
+    return use_cpu or (half and not accelerator)
+
+
 def train_bf16(bf16: bool | None) -> bool | None:
     """A trainer's `bf16` setting as it should run here: off, with a warning, on a CPU that emulates bf16 (see
     `bf16_is_fast`), where it would make training ~20x slower; unchanged elsewhere. ValueError on a GPU without
@@ -172,9 +184,34 @@ def context_length(model: str) -> int | None:
     return getattr(config, "max_position_embeddings", None)
 
 
+def unreachable(model: str) -> str | None:
+    """Why the Hub id `model` cannot be read here, said at once instead of after the Hub client's retries (HF_HUB_OFFLINE
+    set, or no answer from the Hub within 2 s); None for a local folder, a cached id or a reachable Hub."""
+    import socket
+
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if Path(model).expanduser().exists():
+        return None
+    try:
+        if isinstance(try_to_load_from_cache(model, "config.json"), str):
+            return None
+    except ValueError:  # not a repository id at all: the caller's own error says so
+        return None
+    if constants.HF_HUB_OFFLINE:
+        return "offline: HF_HUB_OFFLINE is set and it is not in the cache"
+    try:
+        socket.create_connection((constants.ENDPOINT.split("://")[-1].split("/")[0], 443), timeout=2).close()
+    except OSError:
+        return "offline: the Hub cannot be reached and it is not in the cache"
+    return None
+
+
 def check_context_length(model: str, max_model_len: int | None, name: str = "max_model_len") -> str:
     """One line saying that `max_model_len` fits the model's context, or that it could not be checked. ValueError
     when it is longer than the model's context: vLLM refuses to start with it."""
+    if why := unreachable(model):
+        return f"{name}: NOT checked ({model}: {why})"
     try:
         limit = context_length(model)
     except (OSError, ValueError) as e:

@@ -11,7 +11,8 @@ import yaml
 
 from sculptor_rl.config import check_values, load_config, parse_command
 from sculptor_rl.envs import params_of
-from sculptor_rl.eval.run import EvalConfig, check_config, eval_tasks
+from sculptor_rl.eval.run import EvalConfig, eval_tasks
+from sculptor_rl.eval.run import check_config as check_eval_config
 from sculptor_rl.pipeline import PipelineConfig
 from sculptor_rl.serve import ServeConfig
 from sculptor_rl.slurm import SlurmConfig, render
@@ -34,7 +35,7 @@ def check_sft(path: Path) -> None:
 
 def check_eval(path: Path) -> None:
     cfg = EvalConfig.from_yaml(path, num=1)
-    _check(cfg)
+    check_eval_config(cfg)
     assert eval_tasks(cfg)
 
 
@@ -46,7 +47,7 @@ def check_serve(path: Path) -> None:
 def check_pipeline(path: Path) -> None:
     full = PipelineConfig.from_yaml(path)
     for cfg in full.recipes():
-        check_config(load_config(EvalConfig, None, {**cfg.eval, "tasks": cfg.eval_families}, "pipeline eval"))
+        check_eval_config(load_config(EvalConfig, None, {**cfg.eval, "tasks": cfg.eval_families}, "pipeline eval"))
         load_config(SculptorSFTConfig, ROOT / cfg.sft_config, {**cfg.sft, **CPU})
         check_config(load_config(SculptorGRPOConfig, ROOT / cfg.rl_config, {**cfg.rl, **CPU, "tasks": "t.jsonl"}))
 

@@ -84,7 +84,7 @@ def preflight(cfg, asked_bf16: bool | None, tools: list[dict]) -> tuple[list[str
         lines.append(check_context_length(path, cfg.max_model_len))
     except ValueError as e:
         errors.append(str(e))
-    if "could not be read" in lines[-1]:  # a Hub id that cannot be reached from here (`check_context_length`)
+    if "could not be read" in lines[-1] or ": offline: " in lines[-1]:  # a Hub id not reachable from here
         lines.append(f"chat template: NOT checked ({path} cannot be reached here)")
         return errors, lines
     try:

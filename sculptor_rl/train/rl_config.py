@@ -15,7 +15,8 @@ from ..acm import TOOL_SCHEMAS
 from ..agent.loop import LoopConfig
 from ..envs.llm import LLMSettings
 from ..envs import RewardConfig, env_class, params_of
-from ..models import train_bf16
+from ..envs.tasks import load_tasks
+from ..models import train_bf16, train_on_cpu
 from .lora import LoraSettings
 from .preflight import preflight
 from .report_to import HELP as REPORT_TO_HELP
@@ -108,6 +109,7 @@ class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LLMSettings, Lora
         self.report_to = resolve_report_to(self.report_to)
         self.bf16_asked = self.bf16  # what validate reports for the target GPU; bf16 itself is what runs here
         self.bf16 = train_bf16(self.bf16)
+        self.use_cpu = train_on_cpu(self.use_cpu, self.bf16 is not False or self.fp16)  # None: TRL's bf16
         super().__post_init__()
 
 
@@ -125,6 +127,14 @@ def check_config(cfg: SculptorGRPOConfig) -> list[str]:
         env = env_class(cfg.environment)
     except (ValueError, TypeError) as e:
         errors.append(f"environment: {e}")
+    if env is not None and cfg.tasks and cfg.tasks.endswith((".jsonl", ".parquet")) and Path(cfg.tasks).exists():
+        try:  # every record's family one the environment runs, its fields there and typed: before any rollout
+            load_tasks(cfg.tasks, environment=cfg.environment)
+        except ValueError as e:
+            errors.append(f"tasks: {e}")
+    for name, low in (("max_tool_calls", 0), ("max_new_tokens", 1), ("max_context_tokens", 1)):
+        if getattr(cfg, name) < low:
+            errors.append(f"{name} must be at least {low}, got {getattr(cfg, name)}")
     if cfg.memory_updates not in MEMORY_UPDATES:
         errors.append(f"memory_updates must be one of {MEMORY_UPDATES}, got {cfg.memory_updates!r}")
     elif cfg.memory_updates != "none":

@@ -25,7 +25,7 @@ from trl import SFTConfig, SFTTrainer
 from .. import logs
 from ..agent.chat import ChatFormat
 from ..config import parse_command
-from ..models import resolve_model, train_bf16
+from ..models import resolve_model, train_bf16, train_on_cpu
 from ..samples import check_tokenizer, read_samples, trim
 from .checkpoints import fit, last_checkpoint, save_final
 from .curves import CurvesCallback
@@ -57,6 +57,7 @@ class SculptorSFTConfig(SFTConfig, LoraSettings, BatchSettings):
             raise ValueError("max_tokens_per_batch must be positive (or unset)")
         self.report_to = resolve_report_to(self.report_to)
         self.bf16 = train_bf16(self.bf16)
+        self.use_cpu = train_on_cpu(self.use_cpu, self.bf16 is not False or self.fp16)  # None: TRL's bf16
         super().__post_init__()
 
 
