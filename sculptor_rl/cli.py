@@ -457,7 +457,7 @@ def cmd_pipeline(args) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sculptor-rl", description=__doc__)
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true", help="log more, and a user error's traceback")
     sub = p.add_subparsers(dest="command", required=True)
 
     tools = sub.add_parser("tools", help="the ACM tools").add_subparsers(dest="what", required=True)
@@ -485,7 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a generator parameter, e.g. keys=4 updates=16 (repeatable)")
     gen.set_defaults(fn=cmd_data_generate)
     source = argparse.ArgumentParser(add_help=False)
-    source.add_argument("--format", required=True, choices=importer_names())
+    source.add_argument("--format", required=True, choices=importer_names(), help="the release format of --in")
     source.add_argument("--in", dest="inp", required=True, help=".jsonl, .json, .parquet, .csv, .tsv, a datasets "
                         "save_to_disk directory, or the release's own folder (workbench, nestful)")
     source.add_argument("--param", type=_param, action="append", default=[], metavar="K=V",
@@ -516,7 +516,8 @@ def build_parser() -> argparse.ArgumentParser:
     llm.add_argument("--summarizer-url", default=None, help="summarizer endpoint: its base URL")
     llm.add_argument("--summarizer-model", default=None, help="summarizer endpoint: the served model name")
     run = argparse.ArgumentParser(add_help=False, parents=[template, llm])
-    run.add_argument("--model", default=None, help="HF model id or path (default: the embedded SmolLM2-135M)")
+    run.add_argument("--model", default=None, help="HF model id or path (default, or `default`: the embedded "
+                     "SmolLM2-135M)")
     run.add_argument("--data", required=True, help="tasks: .jsonl, .parquet or a datasets name")
     run.add_argument("--out", required=True, help="trajectories .jsonl (a .summary.json is written beside it); "
                      "a run killed and started again resumes from OUT.partial")
@@ -550,7 +551,9 @@ def build_parser() -> argparse.ArgumentParser:
     ro.set_defaults(fn=cmd_rollout)
 
     co = sub.add_parser("collect", parents=[run], help="teacher trajectories for SFT (successful ones kept)")
-    co.add_argument("--teacher", default="scripted", choices=["scripted", "openai"])
+    co.add_argument("--teacher", default="scripted", choices=["scripted", "openai"],
+                    help="scripted: the environment's scripted teacher (default); openai: a model behind an "
+                    "OpenAI-compatible endpoint")
     co.add_argument("--base-url", help="openai teacher: the endpoint")
     co.add_argument("--teacher-model", help="openai teacher: the served model name")
     co.add_argument("--api-key", help="openai teacher (default: EMPTY)")
@@ -588,31 +591,32 @@ def build_parser() -> argparse.ArgumentParser:
                         "training experiences (the toolmem env's memory=DIR)")
     mi.add_argument("--experiences", help="experiences (.jsonl: `data import --format biggen`, your own); default: "
                     "generated from --train-tasks long-context tasks x the 4 context strategies")
-    mi.add_argument("--train-tasks", type=int, default=8)
-    mi.add_argument("--seed", type=int, default=0)
+    mi.add_argument("--train-tasks", type=_count, default=8, help="long-context tasks the experiences are "
+                    "generated from, without --experiences (default: 8)")
+    mi.add_argument("--seed", type=int, default=0, help="default: 0")
     mi.add_argument("--induction", default="model", choices=["model", "rules"],
                     help="the paper's LLM induction, or the deterministic rules (offline, no model)")
-    mi.add_argument("--max-new-tokens", type=int, default=256)
+    mi.add_argument("--max-new-tokens", type=int, default=256, help="per answer of the LLM (default: 256)")
     mi.set_defaults(fn=cmd_memory_induce)
     mn = mem.add_parser("notes", parents=[asks], help="TA-Mem: extract the notes of --data's conversations with an "
                         "LLM (the tamem env's notes=DIR)")
     mn.add_argument("--data", required=True, help="tamem tasks (.jsonl: `data generate --task tamem`, "
                     "`data import --format locomo`)")
-    mn.add_argument("--max-new-tokens", type=int, default=2048)
+    mn.add_argument("--max-new-tokens", type=int, default=2048, help="per answer of the LLM (default: 2048)")
     mn.set_defaults(fn=cmd_memory_notes)
 
     sa = sub.add_parser("samples", parents=[template],
                         help="Algorithm 1: trajectories → training samples with loss masks")
-    sa.add_argument("--in", dest="inp", required=True)
-    sa.add_argument("--out", required=True)
+    sa.add_argument("--in", dest="inp", required=True, help="trajectories .jsonl (`collect`, `rollout`)")
+    sa.add_argument("--out", required=True, help="samples .jsonl (the input of `sft`)")
     sa.add_argument("--model", default=None, help="check that the trajectories were made by this model's tokenizer "
                     "(and chat template); the samples take the trajectories' own either way")
     sa.set_defaults(fn=cmd_samples)
 
     ins = sub.add_parser("inspect", help="print a sample with its trained tokens highlighted")
-    ins.add_argument("path")
-    ins.add_argument("--index", type=int, default=0)
-    ins.add_argument("--model", default=None)
+    ins.add_argument("path", help="samples .jsonl")
+    ins.add_argument("--index", type=int, default=0, help="which sample, from 0 (default: 0)")
+    ins.add_argument("--model", default=None, help="the tokenizer to decode with (default: the embedded model's)")
     ins.add_argument("--plain", action="store_true", help="mark trained text with [[ ]] even on a terminal")
     ins.set_defaults(fn=cmd_inspect)
 
@@ -633,7 +637,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "baselines (default), MemTool's modes, ...; tables, plots")
     ev.add_argument("--config", help="YAML settings (configs/<environment>/eval_*.yaml); the flags below override them")
     ev.add_argument("--model", action="append", help="HF id or checkpoint dir; repeat to compare several "
-                    "(default: the embedded SmolLM2-135M)")
+                    "(default, or `default`: the embedded SmolLM2-135M)")
     ev.add_argument("--environment", help="a registered environment (default: acm; memtool, tamem, memtoolagent, "
                     "toolmem, ...); it sets the modes and task families")
     ev.add_argument("--environment-param", type=_param, action="append", default=[], metavar="K=V",
@@ -643,13 +647,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "memtool: autonomous,workflow,hybrid); default: all of them")
     ev.add_argument("--checkpoint-modes", help="comma-separated modes of the models after the first (the "
                     "checkpoints trained from it), e.g. acm: the baselines on the base model only (default: --modes)")
-    ev.add_argument("--num", type=int, help="tasks per family (default: 8 generated; all of --data)")
+    ev.add_argument("--num", type=_count, help="tasks per family (default: 8 generated; all of --data)")
     ev.add_argument("--data", help="your tasks (.jsonl, .parquet or a datasets name) instead of generated ones")
     ev.add_argument("--split", help="the datasets split of --data (default: test)")
     ev.add_argument("--out", help="output directory; runs already in it are skipped (default: runs/eval)")
     ev.add_argument("--engine", choices=["vllm", "ray", "hf"], help="default: vllm; ray: vLLM in Ray actors "
                     "(engine_kwargs in --config: num_workers, ray_address)")
-    ev.add_argument("--seed", type=int)
+    ev.add_argument("--seed", type=int, help="default: 0")
     ev.add_argument("--max-new-tokens", type=int, help="per completion (default: 512)")
     ev.add_argument("--max-tool-calls", type=int, help="per rollout, or per request of a session that goes on "
                     "(memtool); more stops it (default: 20)")
@@ -685,12 +689,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     sft = sub.add_parser("sft", help="SFT on samples (TRL SFTTrainer); other flags override the YAML config",
                          add_help=False)
-    sft.add_argument("--config", default=None)
+    sft.add_argument("--config", default=None, help="YAML settings (configs/<environment>/sft_*.yaml: "
+                     "SculptorSFTConfig's fields); the flags after it override them (TRL's parser: --key value, "
+                     "dashes or underscores)")
     sft.set_defaults(fn=cmd_sft, passthrough=True)
 
     rl = sub.add_parser("rl", help="GSPO/GRPO with ACM rollouts (TRL GRPOTrainer); `rl validate` checks a config "
                         "and prints the plan; other flags override the YAML config", add_help=False)
-    rl.add_argument("--config", default=None)
+    rl.add_argument("--config", default=None, help="YAML settings (configs/<environment>/rl_*.yaml: "
+                    "SculptorGRPOConfig's fields); the flags after it override them (TRL's parser: --key value, "
+                    "dashes or underscores)")
     rl.set_defaults(fn=cmd_rl, passthrough=True)
 
     slurm = sub.add_parser("slurm", help="sbatch scripts from slurm/*.yaml: multi-node SFT, RL on training + "
@@ -707,9 +715,24 @@ def build_parser() -> argparse.ArgumentParser:
                          "[--port] "
                          "[--api-key]; --help for all)",
                          add_help=False)
-    srv.add_argument("--config", default=None)
+    srv.add_argument("--config", default=None, help="YAML settings (configs/<environment>/serve_*.yaml: "
+                     "ServeConfig's fields); the flags after it override them")
     srv.set_defaults(fn=cmd_serve, passthrough=True)
+    _underscore_aliases(p)
     return p
+
+
+def _underscore_aliases(parser: argparse.ArgumentParser) -> None:
+    """Every `--dash-flag` of every command also answers to `--dash_flag` (hidden from the help): the spelling the
+    TRL-parsed commands (`sft`, `rl`, `serve`) and their YAML keys use, so one spelling works everywhere."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _underscore_aliases(sub)
+        for flag in action.option_strings:
+            alias = "--" + flag[2:].replace("-", "_")
+            if flag.startswith("--") and alias != flag and alias not in parser._option_string_actions:
+                parser._option_string_actions[alias] = action
 
 
 def main(argv: list[str] | None = None) -> None:

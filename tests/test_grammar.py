@@ -1,0 +1,78 @@
+"""One grammar for every command: every parser walked (no command run). Each subcommand says what it does, every flag
+has help text, flags are spelled with dashes (each answering to its underscore spelling too, as the TRL-parsed
+commands and the YAML keys spell it), a flag name means one thing (one type, one dest) wherever it appears, and
+every command that reads a config file says so in its help."""
+
+from __future__ import annotations
+
+import argparse
+from collections import defaultdict
+
+from sculptor_rl.cli import build_parser
+
+
+def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """(path, parser, help) of every command and subcommand."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                yield (*path, name), sub, helps.get(name)
+                yield from commands(sub, (*path, name))
+
+
+def leaves():
+    return [(path, sub, text) for path, sub, text in commands(build_parser())
+            if not any(isinstance(a, argparse._SubParsersAction) for a in sub._actions)]
+
+
+def test_every_command_and_flag_says_what_it_is():
+    missing = []
+    for path, sub, text in commands(build_parser()):
+        if not text:
+            missing.append(" ".join(path))
+        for action in sub._actions:
+            if action.option_strings and action.help in (None, "") and action.dest != "help":
+                missing.append(f"{' '.join(path)} {'/'.join(action.option_strings)}")
+            if not action.option_strings and not isinstance(action, argparse._SubParsersAction) and not action.help:
+                missing.append(f"{' '.join(path)} <{action.dest}>")
+    assert not missing, "without help text: " + ", ".join(missing)
+
+
+def test_flags_are_dashed_and_answer_to_their_underscore_spelling():
+    for path, sub, _ in leaves():
+        for action in sub._actions:
+            for flag in action.option_strings:
+                if not flag.startswith("--"):
+                    continue
+                assert "_" not in flag, f"{' '.join(path)} {flag}: dash style"
+                alias = "--" + flag[2:].replace("-", "_")
+                assert sub._option_string_actions.get(alias) is action, f"{' '.join(path)} {alias}"
+    args = build_parser().parse_args(["collect", "--data", "t.jsonl", "--out", "o.jsonl", "--max_new_tokens", "64",
+                                      "--chat_template_kwarg", "enable_thinking=false", "--environment_param", "k=1"])
+    assert args.max_new_tokens == 64 and args.chat_template_kwarg == [("enable_thinking", False)]
+    assert args.environment_param == [("k", 1)]
+
+
+def test_one_flag_one_meaning():
+    seen = defaultdict(set)
+    for path, sub, _ in leaves():
+        for action in sub._actions:
+            for flag in action.option_strings:
+                if flag.startswith("--") and flag != "--help":
+                    kind = getattr(action.type, "__name__", str(action.type))
+                    seen[flag].add((action.dest, kind))  # store or append: eval compares several --model
+    several = {flag: ways for flag, ways in seen.items() if len(ways) > 1}
+    assert not several, f"a flag spelled one way means different things: {several}"
+    # one spelling per idea: the environment's parameters, the chat settings, the config file
+    assert "--environment-params" not in seen and "--chat-template-kwargs" not in seen
+    assert {"--environment-param", "--chat-template-kwarg", "--chat-template", "--parser", "--config"} <= set(seen)
+
+
+def test_every_command_that_reads_a_config_says_so():
+    takes = {" ".join(path) for path, sub, _ in leaves() if "--config" in sub._option_string_actions}
+    assert {"rollout", "collect", "memory build", "eval", "pipeline", "sft", "rl", "serve", "validate",
+            "slurm render", "slurm submit"} <= takes
+    for path, sub, _ in leaves():
+        if "--config" in sub._option_string_actions:
+            assert sub._option_string_actions["--config"].help, " ".join(path)
