@@ -105,6 +105,7 @@ from ..trajectory import write_trajectories
 from . import heap
 from .checkpoints import fit, last_checkpoint, save_final
 from .curves import CurvesCallback
+from .heldout import HeldOutEval
 from .lora import peft_config
 from .loss import behaviour_weights, lm_loss, policy_loss
 from .micro_batches import group_advantages, micro_batches, round_samples
@@ -570,7 +571,11 @@ def build_trainer(cfg: SculptorGRPOConfig, engine=None) -> SculptorGRPOTrainer:
     init = dict(cfg.model_init_kwargs or {})
     init.setdefault("dtype", torch.float32)
     model = AutoModelForCausalLM.from_pretrained(model_path, **init)
-    return SculptorGRPOTrainer(model, cfg, tasks, fmt.tokenizer, fmt, engine=engine, peft_config=peft_config(cfg))
+    trainer = SculptorGRPOTrainer(model, cfg, tasks, fmt.tokenizer, fmt, engine=engine, peft_config=peft_config(cfg))
+    if cfg.heldout_tasks:  # held-out evaluation every heldout_steps steps (`heldout`)
+        heldout = load_tasks(cfg.heldout_tasks, environment=cfg.environment)
+        trainer.add_callback(HeldOutEval(trainer, heldout, cfg.heldout_modes, cfg.heldout_steps))
+    return trainer
 
 
 def train(cfg: SculptorGRPOConfig, engine=None) -> Path:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +44,12 @@ class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LLMSettings, Lora
     model: str | None = field(default=None, metadata={"help": "HF id or path; default: the embedded SmolLM2-135M"})
     tasks: str = field(default="", metadata={"help": "tasks: .jsonl, .parquet or a datasets name (`data generate`)"})
     tasks_limit: int | None = field(default=None, metadata={"help": "use the first N tasks"})
+    heldout_tasks: str | None = field(default=None, metadata={"help": "held-out tasks evaluated during training "
+                                                                      "(.jsonl or .parquet; None: none)"})
+    heldout_steps: int = field(default=0, metadata={"help": "evaluate them every N optimizer steps and after the "
+                                                            "last (0: eval_steps where eval_strategy is 'steps')"})
+    heldout_modes: list[str] | None = field(default=None, metadata={"help": "the environment's eval modes to run "
+                                                                            "them in (None: the environment itself)"})
     environment: str = field(default="acm", metadata={"help": "the loop's environment (sculptor_rl.envs): acm | "
                                                               "memtool | a registered one"})
     environment_params: dict | str | None = field(default=None, metadata={"help": "the environment's parameters "
@@ -101,6 +108,12 @@ class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LLMSettings, Lora
     _VALID_DICT_FIELDS = GRPOConfig._VALID_DICT_FIELDS + ["environment_params"]
 
     def __post_init__(self):
+        if self.heldout_tasks and str(self.eval_strategy).lower().endswith("steps"):
+            # TRL's schedule, run by our callback (`heldout`): the Trainer's own loop wants an eval_dataset of tokens
+            every = self.eval_steps or self.logging_steps
+            if 0 < every < 1 and self.max_steps > 0:  # a fraction of the run, as TrainingArguments reads it
+                every = math.ceil(every * self.max_steps)
+            self.heldout_steps, self.eval_strategy = self.heldout_steps or int(every), "no"
         for ours, trls, default in (("max_new_tokens", "max_completion_length", _TRL_DEFAULTS["max_completion_length"]),
                                     ("max_model_len", "vllm_max_model_length", None)):
             if getattr(self, trls) not in (default, getattr(self, ours)):
@@ -187,8 +200,11 @@ def check_config(cfg: SculptorGRPOConfig) -> list[str]:
                       "spans two generation rounds")
     if cfg.max_tokens_per_batch is not None and cfg.max_tokens_per_batch < 1:
         errors.append("max_tokens_per_batch must be positive (or unset)")
-    if cfg.eval_strategy != "no":
-        errors.append("eval_strategy must be 'no': evaluate checkpoints with `sculptor-rl eval`")
+    if cfg.eval_strategy != "no":  # 'steps' with heldout_tasks became heldout_steps (__post_init__)
+        errors.append("eval_strategy: 'steps' with heldout_tasks (held-out rollouts every eval_steps), or 'no'; "
+                      "evaluate checkpoints with `sculptor-rl eval`")
+    if cfg.heldout_tasks and cfg.heldout_steps < 1:
+        errors.append("heldout_tasks needs heldout_steps >= 1 (or eval_strategy 'steps' with eval_steps)")
     if cfg.max_new_tokens >= cfg.max_context_tokens:
         errors.append("max_new_tokens must be below max_context_tokens")
     if cfg.max_model_len and cfg.max_model_len < cfg.max_context_tokens:

@@ -57,6 +57,10 @@ METRICS = {
     "epoch": "epochs done (fraction of the prompt set)",
     "num_tokens": "tokens seen in training so far (SFT)",
     "mean_token_accuracy": "share of trained tokens the model predicted as its top token (SFT)",
+    # held-out evaluation during RL (`train.heldout`)
+    "eval/*": "held-out evaluation during training: eval/<mode>/<metric> over the held-out tasks in that mode, "
+              "greedy, with the step's weights (accuracy, correct, reward, format_error_rate, tool_calls_per_task, "
+              "context_reduction as above)",
 }
 
 
