@@ -297,6 +297,81 @@ def cmd_eval(args) -> None:
     print(f"wrote results.json, results.md and plots to {cfg.out}")
 
 
+HELP = {  # the TRL-parsed commands: what each does (its line in `sculptor-rl --help`, the head of its own --help)
+    "sft": "SFT on samples (TRL SFTTrainer, the loss on the trained tokens only); flags override the YAML config.",
+    "rl": "GSPO/GRPO with the agent loop's rollouts in an environment (TRL GRPOTrainer); `rl validate` checks a "
+          "config (any kind: pipeline, sft, rl, eval, serve) and prints the plan without training; flags override "
+          "the YAML config.",
+    "serve": "An OpenAI-compatible server running the agent loop in its environment (sculptor-rl serve --model CKPT "
+             "[--environment acm|memtool] [--engine vllm|hf] [--host] [--port] [--api-key]); flags override the "
+             "YAML config.",
+}
+# The settings sculptor-rl adds to TRL's, per TRL-parsed command: (module file, class) of each dataclass, read with
+# `ast` so that `--help` lists them without importing TRL (seconds); `--help-all` prints TRL's whole parser.
+OWN_SETTINGS = {
+    "rl": [("train/rl_config.py", "SculptorGRPOConfig"), ("agent/loop.py", "LoopConfig"), ("envs/reward.py",
+           "RewardConfig"), ("envs/llm.py", "LLMSettings"), ("train/shared_prefix.py", "BatchSettings")],
+    "sft": [("train/sft.py", "SculptorSFTConfig"), ("train/shared_prefix.py", "BatchSettings")],
+    "serve": [("serve/config.py", "ServeConfig"), ("envs/llm.py", "LLMSettings")],
+}
+
+
+def _declared(module: str, name: str) -> list[tuple[str, str, str]]:
+    """(field, default, help) of each field declared in class `name` of sculptor_rl/`module`: `field(default=...,
+    metadata={"help": ...})`, or a plain default with its line's comment."""
+    import ast
+
+    source = (Path(__file__).parent / module).read_text()
+    lines = source.splitlines()
+    cls = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef) and n.name == name)
+    out = []
+    for node in cls.body:
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)) or node.value is None:
+            continue
+        default, text = ast.get_source_segment(source, node.value), ""
+        call = node.value
+        if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "field":
+            kw = {k.arg: k.value for k in call.keywords}
+            default = ast.get_source_segment(source, kw["default"]) if "default" in kw else "(computed)"
+            meta = kw.get("metadata")
+            if isinstance(meta, ast.Dict):
+                for k, v in zip(meta.keys, meta.values):
+                    if isinstance(k, ast.Constant) and k.value == "help":
+                        try:
+                            text = ast.literal_eval(v)
+                        except ValueError:  # a name (a help text shared with another command): its own --help-all
+                            text = "see --help-all"
+        else:
+            text = lines[node.lineno - 1].partition("  # ")[2]
+        out.append((node.target.id, " ".join(default.split()), " ".join(text.split())))
+    return out
+
+
+def _short_help(command: str, description: str) -> None:
+    """`sculptor-rl rl|sft|serve --help`: our settings, each with its help and default; TRL's behind --help-all."""
+    import textwrap
+
+    print(f"usage: sculptor-rl {command}{' [validate]' * (command == 'rl')} [--config FILE] [--key value ...]\n")
+    print(textwrap.fill(description, 100) + "\n")
+    print("--config FILE: YAML settings (configs/<environment>/); flags override them. Flags are the settings' names, "
+          "with dashes or underscores (--max-new-tokens 64 = --max_new_tokens 64).\n")
+    seen = set()
+    for module, name in OWN_SETTINGS[command]:
+        fields = [f for f in _declared(module, name) if f[0] not in seen]
+        seen.update(f[0] for f in fields)
+        if fields:
+            print(f"{name}:")
+        for key, default, text in fields:
+            flag = f"  --{key.replace('_', '-')}"
+            body = f"{text} (default: {default})" if text else f"(default: {default})"
+            print(textwrap.fill(body, 100, initial_indent=f"{flag:<34}", subsequent_indent=" " * 34))
+    if command != "serve":
+        print("\nLoRA: TRL's ModelConfig fields --use-peft, --lora-r, --lora-alpha, --lora-dropout, "
+              "--lora-target-modules (default: all-linear), ...")
+    print("\nEvery setting of TRL's config and of Transformers' TrainingArguments is accepted too: --help-all lists "
+          "them.")
+
+
 def cmd_sft(args, rest: list[str]) -> None:
     from .train.sft import main as sft_main
 
@@ -687,15 +762,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the command it is for (default: from its file name's prefix, else from its keys)")
     val.set_defaults(fn=cmd_validate)
 
-    sft = sub.add_parser("sft", help="SFT on samples (TRL SFTTrainer); other flags override the YAML config",
-                         add_help=False)
+    sft = sub.add_parser("sft", help=HELP["sft"], add_help=False)
     sft.add_argument("--config", default=None, help="YAML settings (configs/<environment>/sft_*.yaml: "
                      "SculptorSFTConfig's fields); the flags after it override them (TRL's parser: --key value, "
                      "dashes or underscores)")
     sft.set_defaults(fn=cmd_sft, passthrough=True)
 
-    rl = sub.add_parser("rl", help="GSPO/GRPO with ACM rollouts (TRL GRPOTrainer); `rl validate` checks a config "
-                        "and prints the plan; other flags override the YAML config", add_help=False)
+    rl = sub.add_parser("rl", help=HELP["rl"], add_help=False)
     rl.add_argument("--config", default=None, help="YAML settings (configs/<environment>/rl_*.yaml: "
                     "SculptorGRPOConfig's fields); the flags after it override them (TRL's parser: --key value, "
                     "dashes or underscores)")
@@ -710,11 +783,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--dry-run", action="store_true", help="print the script instead of writing or submitting")
         cmd.set_defaults(fn=cmd_slurm)
 
-    srv = sub.add_parser("serve", help="OpenAI-compatible server running the agent loop in its environment "
-                         "(sculptor-rl serve --model CKPT [--environment acm|memtool] [--engine vllm|hf] [--host] "
-                         "[--port] "
-                         "[--api-key]; --help for all)",
-                         add_help=False)
+    srv = sub.add_parser("serve", help=HELP["serve"], add_help=False)
     srv.add_argument("--config", default=None, help="YAML settings (configs/<environment>/serve_*.yaml: "
                      "ServeConfig's fields); the flags after it override them")
     srv.set_defaults(fn=cmd_serve, passthrough=True)
@@ -742,6 +811,11 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
+    if getattr(args, "passthrough", False) and {"-h", "--help"} & set(rest):
+        _short_help(args.command, HELP[args.command])
+        return
+    if getattr(args, "passthrough", False) and "--help-all" in rest:
+        rest = [a if a != "--help-all" else "--help" for a in rest]
     logs.setup(args.verbose)
     passthrough = getattr(args, "passthrough", False)
     if rest and not passthrough:

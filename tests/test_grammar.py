@@ -76,3 +76,22 @@ def test_every_command_that_reads_a_config_says_so():
     for path, sub, _ in leaves():
         if "--config" in sub._option_string_actions:
             assert sub._option_string_actions["--config"].help, " ".join(path)
+
+
+def test_the_trl_commands_help_is_ours_short_and_fast():
+    import subprocess
+    import sys
+    import time
+
+    for command, own in (("rl", "--max-tool-calls"), ("sft", "--samples"), ("serve", "--environment")):
+        start = time.perf_counter()
+        out = subprocess.run([sys.executable, "-m", "sculptor_rl.cli", command, "--help"], capture_output=True,
+                             text=True, timeout=60)
+        seconds = time.perf_counter() - start
+        assert out.returncode == 0 and seconds < 3, (command, seconds, out.stderr[-2000:])
+        lines = out.stdout.splitlines()
+        assert lines[0].startswith(f"usage: sculptor-rl {command}") and len(lines) < 200, command
+        assert own in out.stdout and "--config FILE" in out.stdout and "--help-all" in out.stdout, command
+    out = subprocess.run([sys.executable, "-m", "sculptor_rl.cli", "rl", "validate", "--help"], capture_output=True,
+                         text=True, timeout=60)
+    assert "rl validate" in out.stdout and "[validate]" in out.stdout.splitlines()[0]
