@@ -254,18 +254,24 @@ def test_eval_runs_every_paradigm_at_one_budget():
 
 # ---- one GSPO step per paradigm, on its teacher's rollouts, with a tiny random model ----
 
+_SPLIT: dict[str, type] = {}
+
+
 def _split_reward(base: type) -> type:
     """The paradigm whose reward also tells a group's two rollouts apart (its teacher solves both), so a GSPO
-    step has a signal."""
+    step has a signal (registered once per process)."""
     def reward(self, traj) -> float:
         return base.reward(self, traj) - 0.5 * traj.rollout_id.endswith("/1")
 
-    return register_env(type(f"Split{base.__name__}", (base,), {"name": f"{base.name}-split", "reward": reward}))
+    if base.name not in _SPLIT:
+        _SPLIT[base.name] = register_env(type(f"Split{base.__name__}", (base,),
+                                              {"name": f"{base.name}-split", "reward": reward}))
+    return _SPLIT[base.name]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", PARADIGMS)
-def test_one_gspo_step_on_the_teachers_rollouts(name, fmt, tmp_path):
+@pytest.mark.parametrize("name,segments", [(name, 0) for name in PARADIGMS] + [("memact", 1)])
+def test_one_gspo_step_on_the_teachers_rollouts(name, segments, fmt, tmp_path):
     import torch
     from conftest import digest
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -288,11 +294,61 @@ def test_one_gspo_step_on_the_teachers_rollouts(name, fmt, tmp_path):
         num_generations=2, per_device_train_batch_size=2, gradient_accumulation_steps=1,
         gradient_checkpointing=False, max_new_tokens=64, max_tool_calls=20, max_context_tokens=4096,
         learning_rate=1e-3, lr_scheduler_type="constant", bf16=False, report_to="none", save_strategy="no",
-        use_cpu=True, seed=1)
+        use_cpu=True, seed=1, segments_per_group=segments)
     trainer = build_trainer(cfg, engine=ScriptedTeacher(tasks, environment=env.name))
     before = digest(trainer.model)
     trainer.train()
     (log,) = [e for e in trainer.state.log_history if "reward" in e]
     assert log["reward"] == 0.75 and log["accuracy"] == 1.0  # both solved; the second rollout's reward split off
-    assert log["samples_per_rollout"] > 1  # the paradigm's context changes cut each rollout into samples
+    if segments:  # DCPO's sampling: one segment of the group's two rollouts trained
+        assert log["samples_per_rollout"] == 0.5
+    else:  # the paradigm's context changes cut each rollout into samples
+        assert log["samples_per_rollout"] > 1
     assert digest(trainer.model) != before
+
+
+def test_dcpo_segment_sampling():
+    import random
+    from collections import Counter
+
+    from sculptor_rl.train.micro_batches import dcpo_segments
+
+    # group 0: rollouts 0..3 with 1, 3, 2, 1 segments; group 1: rollouts 4..7 with 2, 2, 2, 2
+    rollouts = [0, 1, 1, 1, 2, 2, 3, 4, 4, 5, 5, 6, 6, 7, 7]
+    for seed in range(50):
+        rng = random.Random(seed)
+        few = dcpo_segments(rollouts, 4, 3, rng)  # more rollouts than segments asked: 3 different rollouts each
+        assert len(few) == 6 and len(set(few)) == 6
+        for group in ({0, 1, 2, 3}, {4, 5, 6, 7}):
+            picked = [rollouts[i] for i in few if rollouts[i] in group]
+            assert len(picked) == 3 and len(set(picked)) == 3
+        many = dcpo_segments(rollouts, 4, 6, rng)  # fewer rollouts than segments: each one, then round-robin
+        assert len(many) == 12
+        for group in ({0, 1, 2, 3}, {4, 5, 6, 7}):
+            picked = Counter(rollouts[i] for i in many if rollouts[i] in group)
+            assert set(picked) == group and sum(picked.values()) == 6 and max(picked.values()) <= 2
+        # a rollout gives unused segments first (group 1: two each, so 6 different), then repeats (group 0's
+        # one-segment rollouts, and 10 asked of its 7)
+        assert len({i for i in many if rollouts[i] >= 4}) == 6
+        lots = [i for i in dcpo_segments(rollouts, 4, 10, rng) if rollouts[i] < 4]
+        counts = Counter(rollouts[i] for i in lots)
+        assert len(lots) == 10 and sorted(counts.values()) == [2, 2, 3, 3]  # one each, then 6 round-robin
+        for k, n in counts.items():  # a rollout's segments are all used before one repeats
+            assert len({i for i in lots if rollouts[i] == k}) == min(n, rollouts.count(k))
+
+
+def test_dcpo_sampling_of_a_rounds_samples(fmt):
+    from sculptor_rl.train.micro_batches import round_samples
+
+    tasks = FAMILIES["babilong"].generate(2, 4)
+    trajs = run_rollouts(tasks, ScriptedTeacher(tasks, environment="memact"), fmt,
+                         make_env_factory("memact", {"context_budget": BUDGET}, tokenizer=fmt.tokenizer),
+                         LoopConfig(), num_generations=2, progress=False)
+    every, adv = round_samples(trajs, [0.5, -0.5, 1.0, -1.0])
+    assert len(every) == sum(len(build_samples(t)) for t in trajs) > 8
+    picked, picked_adv = round_samples(trajs, [0.5, -0.5, 1.0, -1.0], segments_per_group=3, num_generations=2, seed=5)
+    assert len(picked) == 6  # exactly 3 per task group, each with its own rollout's advantage
+    for s, a in zip(picked, picked_adv):
+        k = int(s.rollout_id.split(":")[0])
+        assert a == [0.5, -0.5, 1.0, -1.0][k] and any(s.input_ids == e.input_ids for e in every)
+    assert sorted(int(s.rollout_id.split(":")[0]) // 2 for s in picked) == [0, 0, 0, 1, 1, 1]

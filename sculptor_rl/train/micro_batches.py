@@ -6,6 +6,7 @@ micro-batches, each normalized by the counts of its whole optimizer step (all ra
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -42,12 +43,14 @@ def split_balanced(lengths: list[int], parts: int) -> list[list[int]]:
     return bins
 
 
-def round_samples(trajs, advantages: list[float], policy_version: int | None = None, mask_truncated: bool = False
+def round_samples(trajs, advantages: list[float], policy_version: int | None = None, mask_truncated: bool = False,
+                  segments_per_group: int = 0, num_generations: int = 1, seed: int = 0
                   ) -> tuple[list[Sample], list[float]]:
     """A round's trainable samples (Algorithm 1, trimmed) and each one's advantage, its rollout's;
     `policy_version`: the optimizer step whose weights generated the round. `mask_truncated` (TRL's
     `mask_truncated_completions`): a completion the engine cut at max_new_tokens is not trained (its rollout
-    still counts in its group's advantages, as in TRL)."""
+    still counts in its group's advantages, as in TRL). `segments_per_group` > 0: DCPO's segment sampling of that
+    many samples per group of `num_generations` rollouts (`dcpo_segments`, seeded by `seed`)."""
     samples, sample_adv = [], []
     for k, (traj, adv) in enumerate(zip(trajs, advantages)):
         for s in build_samples(traj):
@@ -56,7 +59,40 @@ def round_samples(trajs, advantages: list[float], policy_version: int | None = N
             if any(s.loss_mask):  # the rollout's index keeps its id unique in the round (a task drawn twice)
                 samples.append(replace(trim(s), rollout_id=f"{k}:{s.rollout_id}", policy_version=policy_version))
                 sample_adv.append(adv)
+    if segments_per_group:
+        chosen = dcpo_segments([int(s.rollout_id.split(":", 1)[0]) for s in samples], num_generations,
+                               segments_per_group, random.Random(seed))
+        samples, sample_adv = [samples[i] for i in chosen], [sample_adv[i] for i in chosen]
     return samples, sample_adv
+
+
+def dcpo_segments(rollouts: list[int], num_generations: int, per_group: int, rng) -> list[int]:
+    """DCPO's segment sampling (MemAct, arXiv 2510.12635; YuxiangZhang0114/MemAct-Anonymized 9b65b84,
+    `verl/experimental/agent_loop/agent_loop.py`, `_sampling_random`): exactly `per_group` of a group's samples
+    (segments) are trained, whatever its rollouts' counts. `rollouts[i]`: the index of sample i's rollout in the
+    round (a group: consecutive runs of `num_generations` rollouts). With at least `per_group` rollouts, that many
+    different rollouts give one segment each; with fewer, each gives one and the rest are filled round-robin over the
+    rollouts (shuffled), unused segments first, again at random where a rollout has none left. Returns the chosen
+    sample indices, group by group (a segment may be chosen twice)."""
+    groups: dict[int, dict[int, list[int]]] = {}
+    for i, k in enumerate(rollouts):
+        groups.setdefault(k // num_generations, {}).setdefault(k, []).append(i)
+    chosen = []
+    for by_rollout in groups.values():
+        ids = list(by_rollout)
+        if len(ids) >= per_group:
+            chosen += [rng.choice(by_rollout[k]) for k in rng.sample(ids, per_group)]
+            continue
+        used = {k: {rng.choice(by_rollout[k])} for k in ids}
+        chosen += [next(iter(used[k])) for k in ids]
+        order = rng.sample(ids, len(ids))
+        for j in range(per_group - len(ids)):
+            k = order[j % len(order)]
+            fresh = [i for i in by_rollout[k] if i not in used[k]]
+            pick = rng.choice(fresh or by_rollout[k])
+            used[k].add(pick)
+            chosen.append(pick)
+    return chosen
 
 
 def without_truncated(sample: Sample, traj) -> Sample:

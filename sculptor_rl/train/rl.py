@@ -389,7 +389,9 @@ class SculptorGRPOTrainer(GRPOTrainer):
         if std == "batch":  # the std over every rank's rollouts
             std = self.accelerator.gather(rewards.to(device)).std().item()
         advantages = group_advantages(rewards, self.num_generations, std)
-        samples, sample_adv = round_samples(trajs, advantages.tolist(), version, args.mask_truncated_completions)
+        samples, sample_adv = round_samples(trajs, advantages.tolist(), version, args.mask_truncated_completions,
+                                            args.segments_per_group, self.num_generations,
+                                            seed=hash((args.seed, self.state.global_step, self.rank)) % 2**31)
         # a rank without samples goes on: the collectives below are every rank's (`micro_batches`)
         if args.max_staleness:
             if any(s.logprobs is None for s in samples):

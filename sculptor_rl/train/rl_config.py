@@ -86,6 +86,11 @@ class SculptorGRPOConfig(GRPOConfig, LoopConfig, RewardConfig, LLMSettings, Lora
     loss_weighting: str = field(default="per-rollout", metadata={
         "help": "per-rollout (each rollout counts once, however many samples it was cut into: the paper's eq. 1, "
                 "the default; loss_type grpo) or per-sample (each sample counts once, TRL's unit)"})
+    segments_per_group: int = field(default=0, metadata={
+        "help": "0: every Algorithm 1 sample of the round is trained (each completion once). N: DCPO's segment "
+                "sampling (MemAct), exactly N samples per task group, one from each of N rollouts where there are "
+                "as many, else one from each and the rest round-robin (sculptor_rl.train.micro_batches."
+                "dcpo_segments)"})
     epsilon: float = 3e-4
     epsilon_high: float | None = 4e-4
     max_staleness: int = field(default=0, metadata={
@@ -148,6 +153,8 @@ def check_config(cfg: SculptorGRPOConfig) -> list[str]:
     for name, low in (("max_tool_calls", 0), ("max_new_tokens", 1), ("max_context_tokens", 1)):
         if getattr(cfg, name) < low:
             errors.append(f"{name} must be at least {low}, got {getattr(cfg, name)}")
+    if cfg.segments_per_group < 0:
+        errors.append(f"segments_per_group must be 0 (every sample) or a count, got {cfg.segments_per_group}")
     if cfg.memory_updates not in MEMORY_UPDATES:
         errors.append(f"memory_updates must be one of {MEMORY_UPDATES}, got {cfg.memory_updates!r}")
     elif cfg.memory_updates != "none":
