@@ -68,5 +68,8 @@ def definition(key: str) -> str | None:
     """The definition of a logged key: its own, or its family's (`tools/*`), or None."""
     if key in METRICS:
         return METRICS[key]
+    parts = key.split("/")
+    if parts[0] == "eval" and len(parts) >= 3 and definition("/".join(parts[2:])):  # eval/<mode>/<metric>
+        return f"held-out evaluation during training, mode {parts[1]}, greedy: {definition('/'.join(parts[2:]))}"
     family = key.split("/", 1)[0] + "/*"
     return METRICS.get(family) if "/" in key else None
