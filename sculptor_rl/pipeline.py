@@ -351,6 +351,9 @@ def _rl_config(cfg: PipelineConfig, start, tasks, out):
 
     paths = {"output_dir": str(out), "model": str(start) if start else None, "tasks": str(tasks), "seed": cfg.seed,
              "environment": cfg.environment, "environment_params": cfg.environment_params or None, **_format(cfg)}
+    asked = _section(cfg.rl_config, cfg.rl)
+    if (asked.get("heldout_steps") or asked.get("eval_strategy") == "steps") and not asked.get("heldout_tasks"):
+        paths["heldout_tasks"] = str(Path(tasks).with_name("eval.jsonl"))  # held-out evaluation: the run's eval tasks
     return load_config(SculptorGRPOConfig, cfg.rl_config, {**cfg.rl, **paths}, "pipeline rl")
 
 

@@ -102,3 +102,17 @@ def test_an_eval_schedule_without_heldout_tasks_is_refused(tmp_path, tiny):
                                   eval_strategy="steps", eval_steps=2, use_cpu=True, report_to="none")
     with pytest.raises(ValueError, match="eval_strategy: 'steps' with heldout_tasks"):
         check_config(trl_only)
+
+
+def test_the_pipelines_rl_stage_evaluates_its_heldout_tasks_when_asked(tmp_path, tiny):
+    from sculptor_rl.pipeline import PipelineConfig, _rl_config
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("rl", "eval"):
+        write_jsonl(generate("pi_llm", 2, seed=3, keys=2, updates=8), data / f"{name}.jsonl")
+    plain = _rl_config(PipelineConfig(rl={"max_steps": 1}), tiny, data / "rl.jsonl", tmp_path / "rl")
+    assert plain.heldout_tasks is None
+    asked = _rl_config(PipelineConfig(rl={"max_steps": 1, "heldout_steps": 2}), tiny, data / "rl.jsonl",
+                       tmp_path / "rl")
+    assert (asked.heldout_tasks, asked.heldout_steps) == (str(data / "eval.jsonl"), 2)
