@@ -99,9 +99,10 @@ class PipelineConfig:
         merged = {k: {**values[k], **v} if isinstance(v, dict) and isinstance(values.get(k), dict)
                   and k not in ("train_mix", "task_params", "family_params") else v for k, v in overrides.items()}
         cfg = load_config(cls, path, merged, "the command line")
-        for k, recipe in enumerate(cfg.recipes(path)):
+        source = path or "the command line"
+        for k, recipe in enumerate(cfg.recipes(source)):
             for section, kind in (("eval", EvalConfig), ("sft", SculptorSFTConfig), ("rl", SculptorGRPOConfig)):
-                check_values(kind, getattr(recipe, section), f"{path} ({'small_recipe ' * k}{section})")
+                check_values(kind, getattr(recipe, section), f"{source} ({'small_recipe ' * k}{section})")
             recipe.check()
         return cfg
 
