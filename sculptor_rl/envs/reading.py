@@ -35,8 +35,8 @@ from ..records import context_spans
 from ..toolcalls import ToolResult, json_object
 from .base import Env
 
-__all__ = ["BudgetParams", "Document", "PARADIGM_MODES", "READ_CHUNK", "ReadingEnv", "answer_from_notes", "chunk_text",
-           "count_tokens", "document", "message_tokens", "paradigm_modes", "read_index", "update_notes"]
+__all__ = ["BudgetParams", "Document", "PARADIGM_MODES", "READ_CHUNK", "ReadingEnv", "ShownEnv", "answer_from_notes",
+           "chunk_text", "count_tokens", "document", "message_tokens", "paradigm_modes", "read_index", "update_notes"]
 
 _SEPARATORS = ("\n\n", "\n", ". ", " ")  # where a chunk may end, best first
 # `eval --environment <paradigm>`: every paradigm, ACM and the no-tool baselines on the same tasks (the registry's
@@ -141,7 +141,24 @@ def read_index(arguments, count: int) -> int:
     return index
 
 
-class ReadingEnv(Env):
+class ShownEnv(Env):
+    """An environment whose model sees `shown`, its own view of the conversation, while `messages` keeps everything
+    (`original()`); what the loop appends goes to both."""
+
+    shown: list[dict]
+
+    def render(self) -> list[dict]:
+        return [dict(m) for m in self.shown]
+
+    def original(self) -> list[dict]:
+        return [dict(m) for m in self.messages]
+
+    def append(self, message: dict) -> None:
+        self.messages.append(dict(message))
+        self.shown.append(dict(message))
+
+
+class ReadingEnv(ShownEnv):
     """A long-context record whose context is read through `read_chunk` (see the module docstring). A subclass sets
     `chunk_tokens()` from its budget and what it does to the conversation; `shown` is what the model sees."""
 
@@ -171,16 +188,6 @@ class ReadingEnv(Env):
         note = (f"[The text is not shown here. It is split into {n} chunk{'s' if n > 1 else ''} of at most "
                 f"{self.chunk_tokens()} tokens; read chunk i with read_chunk(index=i), from 1 to {n}.]")
         return "\n\n".join(p for p in (self.doc.before, note, self.doc.after) if p)
-
-    def render(self) -> list[dict]:
-        return [dict(m) for m in self.shown]
-
-    def original(self) -> list[dict]:
-        return [dict(m) for m in self.messages]
-
-    def append(self, message: dict) -> None:
-        self.messages.append(dict(message))
-        self.shown.append(dict(message))
 
     def read(self, arguments) -> ToolResult:
         """`read_chunk`: the chunk's text under a header naming it."""

@@ -15,8 +15,9 @@ Training: a return rewrites the context (the branch's turns leave it), so Algori
 main thread's completions and each branch's are trained in exactly the context each was generated in (FoldGRPO
 trains each thread as its own sequence).
 
-Budget: a chunk is a quarter of `context_budget` (a branch holds MAIN's context and its chunks); `main_limit` is half of it, FoldGRPO's threshold for penalizing
-main-thread turns made while the main context is over it (`info()["main_over_limit"]` counts them).
+Budget: a chunk is a quarter of `context_budget` (a branch holds MAIN's context and its chunks); `main_limit` is
+half of it, FoldGRPO's threshold for penalizing main-thread turns made while the main context is over it
+(`info()["main_over_limit"]` counts them).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Context-Folding's scripted teacher: MAIN hands the chunks to branches a few at a time (two, or more where there are over ten chunks); each
-branch reads its chunks and returns the notes (`envs.reading`) it found in them; MAIN answers from the returned
-messages together."""
+"""Context-Folding's scripted teacher: MAIN hands the chunks to branches a few at a time (two, or more where there
+are over ten chunks); each branch reads its chunks and returns the notes (`envs.reading`) it found in them; MAIN
+answers from the returned messages together."""
 
 from __future__ import annotations
 

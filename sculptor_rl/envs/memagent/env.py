@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..base import Env
-from ..reading import BudgetParams, count_tokens, document, paradigm_modes
+from ..reading import BudgetParams, ShownEnv, count_tokens, document, paradigm_modes
 from .teacher import teach
 
 __all__ = ["FINAL_TEMPLATE", "MEMORY_TEMPLATE", "MemAgentEnv", "MemAgentParams", "NO_MEMORY"]
@@ -40,7 +39,7 @@ class MemAgentParams(BudgetParams):
     """`context_budget` (tokens): a chunk is half of it, the memory a quarter."""
 
 
-class MemAgentEnv(Env):
+class MemAgentEnv(ShownEnv):
     name = "memagent"
     Params = MemAgentParams
     task_families = ("pi_llm", "needlebench", "mrcr", "babilong", "gsm_infinite")
@@ -78,16 +77,6 @@ class MemAgentEnv(Env):
             return text[: 4 * self.memory_tokens]
         ids = self.tokenizer.encode(text, add_special_tokens=False)[: self.memory_tokens]
         return self.tokenizer.decode(ids)
-
-    def render(self) -> list[dict]:
-        return [dict(m) for m in self.shown]
-
-    def original(self) -> list[dict]:
-        return [dict(m) for m in self.messages]
-
-    def append(self, message: dict) -> None:
-        self.messages.append(dict(message))
-        self.shown.append(dict(message))
 
     def on_answer(self, text: str) -> bool:
         """A memory turn's reply overwrites the memory and the next prompt opens; the final turn's is the answer."""
