@@ -174,7 +174,7 @@ def show(b: Chromium, page: Path, hash_: str = "") -> None:
     if b.js("location.href").split("#")[0] != page.as_uri():
         b.open(page.as_uri() + (f"#{hash_}" if hash_ else ""))
     else:
-        b.js(f"location.hash = {json.dumps(hash_)}; render();")
+        b.js(f"history.replaceState(null, '', '#' + {json.dumps(hash_)}); render();")  # no hashchange: drawn once
     deadline = time.monotonic() + 10
     while b.js("document.body.dataset.view") is None and time.monotonic() < deadline:
         time.sleep(0.05)
