@@ -530,8 +530,16 @@ def cmd_pipeline(args) -> None:
     print(f"run folder: {root}")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose errors are one line, as the commands' own are (`error: ...`, exit 2): the usage is
+    one `--help` away."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (--help for usage)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sculptor-rl", description=__doc__)
+    p = Parser(prog="sculptor-rl", description=__doc__)
     p.add_argument("-v", "--verbose", action="store_true", help="log more, and a user error's traceback")
     sub = p.add_subparsers(dest="command", required=True)
 
