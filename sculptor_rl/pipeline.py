@@ -361,7 +361,8 @@ def _rl_config(cfg: PipelineConfig, start, tasks, out):
 def _sft_config(cfg: PipelineConfig, samples, out):
     from .train.sft import SculptorSFTConfig
 
-    paths = {"output_dir": str(out), "model": cfg.model, "samples": str(samples), "seed": cfg.seed}
+    paths = {"output_dir": str(out), "model": cfg.model, "samples": str(samples), "seed": cfg.seed,
+             **_format(cfg)}  # the chat format the samples were made with: SFT refuses samples of another
     return load_config(SculptorSFTConfig, cfg.sft_config, {**cfg.sft, **paths}, "pipeline sft")
 
 

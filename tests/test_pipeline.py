@@ -191,3 +191,16 @@ def test_eval_checkpoints_are_the_trained_stages_only():
     PipelineConfig(eval_checkpoints=[]).check()  # the base model alone
     with pytest.raises(ValueError, match=r"eval_checkpoints: a list of sft, rl, got \['base'\]"):
         PipelineConfig(eval_checkpoints=["base"]).check()
+
+
+def test_every_training_stage_gets_the_runs_chat_format(tmp_path):
+    """The SFT stage trains in the chat template (its kwargs, its parser) the samples were made with, as the RL
+    and eval stages do: with `qwen3_append_only` its own SFT would otherwise refuse the samples."""
+    from sculptor_rl.pipeline import _rl_config, _sft_config
+
+    cfg = PipelineConfig(name="fmt", runs_dir=str(tmp_path), chat_template="qwen3_append_only",
+                         chat_template_kwargs={"enable_thinking": False}, parser="hermes")
+    for stage in (_sft_config(cfg, tmp_path / "s.jsonl", tmp_path / "sft"),
+                  _rl_config(cfg, None, tmp_path / "t.jsonl", tmp_path / "rl")):
+        assert (stage.chat_template, stage.chat_template_kwargs, stage.parser) == (
+            "qwen3_append_only", {"enable_thinking": False}, "hermes")

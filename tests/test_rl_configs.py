@@ -24,7 +24,10 @@ def test_shipped_rl_config_validates(path, capsys, monkeypatch):
 @pytest.mark.parametrize("path", sorted((ROOT / "configs/accelerate").glob("*.yaml")), ids=lambda p: p.name)
 def test_accelerate_config_points_at_a_deepspeed_config_with_auto_batches(path):
     cfg = yaml.safe_load(path.read_text())
-    assert cfg["num_processes"] >= 1 and cfg["distributed_type"] in ("DEEPSPEED", "MULTI_GPU")
+    assert cfg["num_processes"] >= 1 and cfg["distributed_type"] in ("DEEPSPEED", "MULTI_GPU", "FSDP")
+    if cfg["distributed_type"] == "FSDP":  # FSDP2, saving whole HF checkpoints
+        assert cfg["fsdp_config"]["fsdp_version"] == 2
+        assert cfg["fsdp_config"]["fsdp_state_dict_type"] == "FULL_STATE_DICT"
     if cfg["distributed_type"] == "DEEPSPEED":
         ds = json.loads((ROOT / cfg["deepspeed_config"]["deepspeed_config_file"]).read_text())
         assert ds["zero_optimization"]["stage"] in (2, 3)

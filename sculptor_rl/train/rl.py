@@ -569,6 +569,7 @@ def build_trainer(cfg: SculptorGRPOConfig, engine=None) -> SculptorGRPOTrainer:
 
     model_path = resolve_model(cfg.model)
     fmt = ChatFormat.of(model_path, cfg)
+    fmt.tokenizer.chat_template = fmt.template  # saved with the checkpoints: the template the policy was trained in
     tasks = load_tasks(cfg.tasks, limit=cfg.tasks_limit, environment=cfg.environment)
     init = dict(cfg.model_init_kwargs or {})
     init.setdefault("dtype", torch.float32)

@@ -19,6 +19,7 @@ from ..envs import RewardConfig, env_class, params_of
 from ..envs.tasks import load_tasks
 from ..models import train_bf16, train_on_cpu
 from .lora import LoraSettings
+from .parent_settings import RL_REFUSED, refused_settings
 from .preflight import preflight
 from .report_to import HELP as REPORT_TO_HELP
 from .report_to import resolve as resolve_report_to
@@ -178,11 +179,7 @@ def check_config(cfg: SculptorGRPOConfig) -> list[str]:
         errors.append("ray_num_workers must be at least 1")
     if cfg.engine in ("vllm", "ray") and cfg.vllm_mode == "colocate" and not 0 < cfg.vllm_gpu_memory_utilization <= 1:
         errors.append("vllm_gpu_memory_utilization must be in (0, 1]")
-    if cfg.use_vllm:
-        errors.append("leave use_vllm off: `engine: vllm` with `vllm_mode` drives vLLM through the agent loop")
-    if cfg.vllm_importance_sampling_correction:
-        errors.append("vllm_importance_sampling_correction is not supported (old logprobs come from the trainer); "
-                      "max_staleness > 0 corrects for the engine's older policy")
+    errors += refused_settings(cfg, RL_REFUSED)  # TRL's settings the trainer does not honour (`parent_settings`)
     errors += overlap_errors(cfg)
     if cfg.importance_sampling_level not in IMPORTANCE_SAMPLING_LEVELS:
         errors.append(f"importance_sampling_level must be one of {IMPORTANCE_SAMPLING_LEVELS}: 'sequence' (GSPO per "

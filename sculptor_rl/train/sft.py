@@ -30,6 +30,7 @@ from ..samples import check_tokenizer, read_samples, trim
 from .checkpoints import fit, last_checkpoint, save_final
 from .curves import CurvesCallback
 from .lora import LoraSettings, peft_config
+from .parent_settings import SFT_REFUSED, refused_settings
 from .report_to import HELP as REPORT_TO_HELP
 from .report_to import resolve as resolve_report_to
 from .shared_prefix import BatchSettings, pack, token_logprobs
@@ -50,6 +51,8 @@ class SculptorSFTConfig(SFTConfig, LoraSettings, BatchSettings):
                                                                       "the checkpoint; default: the model's"})
     chat_template_kwargs: dict | str | None = field(default=None, metadata={"help": "the template kwargs the "
                                                                                     "samples were made with"})
+    parser: str = field(default="auto", metadata={"help": "the tool-call format (sculptor_rl.toolcalls.PARSERS); "
+                                                          "auto: the one the chat template renders"})
     report_to: None | str | list[str] = field(default=None, metadata={"help": REPORT_TO_HELP})
 
     def __post_init__(self):
@@ -59,6 +62,9 @@ class SculptorSFTConfig(SFTConfig, LoraSettings, BatchSettings):
         self.bf16 = train_bf16(self.bf16)
         self.use_cpu = train_on_cpu(self.use_cpu, self.bf16 is not False or self.fp16)  # None: TRL's bf16
         super().__post_init__()
+        refused = refused_settings(self, SFT_REFUSED)  # TRL's settings the trainer does not honour
+        if refused:
+            raise ValueError("invalid SFT config:\n- " + "\n- ".join(refused))
 
 
 class TokenBudgetBatches(torch.utils.data.Sampler):
@@ -146,6 +152,7 @@ def build_trainer(cfg: SculptorSFTConfig) -> MaskedSFTTrainer:
     cfg.max_length = cfg.max_length or getattr(AutoConfig.from_pretrained(model_path), "max_position_embeddings", None)
     dataset = load_sample_dataset(cfg.samples, cfg.max_length, fmt.provenance)  # before the model: refusals are cheap
     init = dict(cfg.model_init_kwargs or {})
+    cfg.model_init_kwargs = None  # applied here: TRL refuses them beside a model it did not load
     init.setdefault("dtype", torch.float32)
     model = AutoModelForCausalLM.from_pretrained(model_path, **init)
     trainer = MaskedSFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tokenizer,
@@ -166,12 +173,17 @@ def train(cfg: SculptorSFTConfig) -> Path:
 def check_process_group(accelerator) -> None:
     """DeepSpeed on CPU: without a GPU accelerate picks no backend and reports one process per rank while
     DeepSpeed's gloo group spans them all, so every rank would train on the same rows; `ddp_backend: gloo`
-    makes accelerate use that group."""
+    makes accelerate use that group. DDP on CPU: without `use_cpu` accelerate's state is NO in every rank of a
+    gloo group (no DDP wrapper, no reduce), and each rank would train on its own."""
     import torch.distributed as dist
 
     if dist.is_initialized() and dist.get_world_size() != accelerator.num_processes:
         raise ValueError(f"accelerate sees {accelerator.num_processes} process(es) but the process group has "
                          f"{dist.get_world_size()}: without GPUs, set `ddp_backend: gloo` (DeepSpeed on CPU)")
+    if dist.is_initialized() and dist.get_world_size() > 1 and accelerator.distributed_type == "NO":
+        # DDP on CPU without use_cpu: accelerate wraps nothing and reduces nothing, each rank trains alone
+        raise ValueError(f"the process group has {dist.get_world_size()} ranks but accelerate distributes nothing "
+                         "(its distributed type is NO): on CPU set `use_cpu: true` with `ddp_backend: gloo`")
 
 
 def main(argv: list[str] | None = None) -> None:
