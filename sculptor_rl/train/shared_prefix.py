@@ -16,8 +16,11 @@ Memory: each child's attention holds its own copy of the prefix's keys/values (H
 token 2·kv_heads·head_dim values per layer, against the plain path's full activations of every row; the prefix's
 activations are stored once.
 
-Under DeepSpeed the tree runs inside one call of the engine, the branches calling the module it wraps
-(`_in_one_engine_forward`); a step's gradients under ZeRO-2 equal the plain step's (`tests/test_deepspeed.py`).
+Under DeepSpeed and DDP the tree runs inside one call of the wrapper, the branches calling the module it wraps
+(`_in_one_engine_forward`): every rank calls it once per micro-batch, whatever its tree. A step's gradients on 2
+ranks equal the 1-rank step's (`tests/test_many_ranks.py`). Sharded parameters (ZeRO-3, FSDP2) take the plain
+path: they are gathered at each module call, and ranks with different trees would gather different numbers of
+times.
 
 Falls back to the plain path, with one log line saying why, for a model whose forward takes no
 `past_key_values`, sliding-window or other non-full attention layers (a cached prefix would not be windowed like
@@ -181,10 +184,21 @@ def fallback_reason(model) -> str | None:
         return f"{type(base).__name__}'s forward takes no past_key_values"
     if set(getattr(cfg, "layer_types", None) or ()) - {"full_attention"} or getattr(cfg, "sliding_window", None):
         return "the model has sliding-window or other non-full attention layers"
+    if sharded(base):
+        return ("the parameters are sharded (ZeRO-3, FSDP): each module call gathers them, and ranks with different "
+                "prefix trees would gather a different number of times (a hang)")
     if torch.is_grad_enabled() and base.training and _checkpointed(base):
         return ("gradient checkpointing is on (HF's checkpointed layers drop past_key_values); set "
                 "gradient_checkpointing: false to share prefixes")
     return None
+
+
+def sharded(model) -> bool:
+    """Whether `model`'s parameters are sharded across ranks and gathered at each module call: DeepSpeed ZeRO-3
+    (`ds_id` on every parameter) or FSDP2 (DTensor parameters)."""
+    p = next(model.parameters(), None)
+    return p is not None and (hasattr(p, "ds_id") or type(p).__name__ == "DTensor" or
+                              type(getattr(p, "data", None)).__name__ == "DTensor")
 
 
 def _checkpointed(model) -> list:
@@ -220,21 +234,24 @@ def token_logprobs(model, input_ids, attention_mask, labels, temperature: float 
         return masked_token_logprobs(model, input_ids, attention_mask, labels, temperature, entropy)
     with _no_checkpointing(model), _prefix_attention(model, input_ids.device):
         run = lambda m: _shared_logprobs(m, input_ids, lengths.tolist(), labels, temperature, entropy, min_shared)
-        engine = _deepspeed_engine(model)
+        engine = _engine(model)
         return run(model) if engine is None else _in_one_engine_forward(engine, run)
 
 
-def _deepspeed_engine(model):
-    """The DeepSpeedEngine among `model`'s wrappers, or None."""
+def _engine(model):
+    """The wrapper among `model`'s that must be called once per micro-batch (DeepSpeedEngine, DDP), or None.
+    DDP broadcasts its buffers (a collective) at each call: ranks whose prefix trees have different numbers of
+    branches would call it a different number of times and hang."""
     while hasattr(model, "module"):
-        if type(model).__name__ == "DeepSpeedEngine":
+        if type(model).__name__ in ("DeepSpeedEngine", "DistributedDataParallel"):
             return model
         model = model.module
     return None
 
 
 def _in_one_engine_forward(engine, run):
-    """`run(forward)` as the body of one call of `engine`, the branches calling the wrapped module's `forward`.
+    """`run(forward)` as the body of one call of `engine` (DeepSpeed's, or DDP), the branches calling the wrapped
+    module's `forward`.
 
     DeepSpeed's `engine.forward` keeps per-call state for the backward that follows: it starts a micro-step
     (ZeRO-3 counts them there, to copy or add the gradients) and hooks the outputs so that the backward begins
