@@ -57,6 +57,13 @@ part2)
 esac
 
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+# on the GPU too: LoRA weight sync leaves the bf16 base and the reference bit-identical (20 syncs), and the engines'
+# logprobs are taken after the temperature (the HF engine in part1; vLLM on the embedded model in part2)
+checks="tests/test_weight_sync.py::test_lora_sync_leaves_the_frozen_base_and_the_reference_bit_identical"
+checks="$checks tests/test_weight_sync.py::test_hf_engine_logprobs_are_the_trainers_at_the_temperature"
+[ "$part" = part2 ] && checks="tests/test_vllm_rollouts.py::test_engine_logprobs_are_taken_after_the_temperature"
+SCULPTOR_TEST_DEVICE=${GPU_CHECK_DEVICE:-cuda} timeout -k 10 "$LIMIT" "$PY" -m pytest -q -s -p no:cacheprovider \
+    $checks 2>&1 | tee "$OUT/gpu_check_${part}_tests.log"
 # the python part under a time limit (SIGTERM, then SIGKILL 10 s later); its results file is written after every
 # section, so the table below is printed whatever happened
 timeout -k 10 "$LIMIT" "$PY" bench/gpu_check.py "$part" 2>&1 | tee "$log"

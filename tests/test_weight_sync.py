@@ -2,6 +2,7 @@
 (the trainer's own tensors, no copy), the server update between barriers (2 gloo processes), sleep mode where vLLM
 has none, and skip_empty_updates' hook into DeepSpeed's optimizer step."""
 
+import os
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -179,6 +180,9 @@ def test_deepspeed_optimizer_skips_the_empty_step():
     assert stepped == [1, 5]  # the first step of each round has a signal, the second none
 
 
+DEVICE = os.environ.get("SCULPTOR_TEST_DEVICE", "cpu")  # bench/gpu_check.sh runs the LoRA and temperature checks on cuda
+
+
 def tiny_lora_llama(dtype=torch.bfloat16):
     """A tiny random bf16 Llama with a LoRA adapter on every linear layer whose B is not zero (a trained adapter)."""
     from peft import LoraConfig, get_peft_model
@@ -187,7 +191,7 @@ def tiny_lora_llama(dtype=torch.bfloat16):
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                       num_key_value_heads=2, max_position_embeddings=64)
-    model = LlamaForCausalLM(cfg).to(dtype)
+    model = LlamaForCausalLM(cfg).to(DEVICE, dtype)
     return get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear",
                                             init_lora_weights=False))
 
@@ -201,7 +205,7 @@ def test_lora_sync_leaves_the_frozen_base_and_the_reference_bit_identical():
     from sculptor_rl.train.weight_sync import EngineSync
 
     model = tiny_lora_llama()
-    ids = torch.randint(0, 64, (2, 12), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(0, 64, (2, 12), generator=torch.Generator().manual_seed(1)).to(DEVICE)
 
     def reference():
         with torch.no_grad(), model.disable_adapter():
@@ -239,12 +243,12 @@ def test_hf_engine_logprobs_are_the_trainers_at_the_temperature(fmt, tmp_path):
     from test_rl_loss import tiny_model_dir
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir(len(fmt.tokenizer), tmp_path / "tiny"),
-                                                 dtype=torch.float32)
+                                                 dtype=torch.float32).to(DEVICE)
     engine = HFEngine(model, fmt.tokenizer, [fmt.tokenizer.eos_token_id], SamplingConfig(temperature=0.7, seed=0))
     prompt = list(range(5, 17))
     c = engine.generate([Request(prompt, [], 16)])[0]
-    ids = torch.tensor([prompt + c.token_ids])
+    ids = torch.tensor([prompt + c.token_ids], device=DEVICE)
     labels = torch.full_like(ids, -100)
     labels[0, len(prompt):] = ids[0, len(prompt):]
     logps, _ = token_logprobs(model, ids, torch.ones_like(ids), labels, temperature=0.7, shared_prefix=False)
-    assert torch.allclose(logps[0], torch.tensor(c.logprobs), atol=1e-4)
+    assert torch.allclose(logps[0].cpu(), torch.tensor(c.logprobs), atol=1e-4)
