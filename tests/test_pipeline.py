@@ -204,3 +204,18 @@ def test_every_training_stage_gets_the_runs_chat_format(tmp_path):
                   _rl_config(cfg, None, tmp_path / "t.jsonl", tmp_path / "rl")):
         assert (stage.chat_template, stage.chat_template_kwargs, stage.parser) == (
             "qwen3_append_only", {"enable_thinking": False}, "hermes")
+
+
+def test_a_checkpoint_keeps_its_chat_settings_for_rl_eval_and_serve(model_path, tmp_path):
+    """`save_final` writes the template kwargs and parser beside the tokenizer (which holds the template); a later
+    stage reading the checkpoint without flags gets the same format (same provenance), flags still win."""
+    from sculptor_rl.agent.chat import ChatFormat
+
+    trained = ChatFormat.from_pretrained(model_path, chat_template_kwargs={"mode": "terse"}, parser="hermes")
+    trained.tokenizer.save_pretrained(tmp_path)
+    trained.save_settings(tmp_path)
+    again = ChatFormat.from_pretrained(str(tmp_path))
+    assert (again.kwargs, again.parser_name) == ({"mode": "terse"}, "hermes")
+    assert again.provenance["hash"] == trained.provenance["hash"]
+    told = ChatFormat.from_pretrained(str(tmp_path), chat_template_kwargs={"mode": "long"})
+    assert told.kwargs == {"mode": "long"}

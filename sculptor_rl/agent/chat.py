@@ -45,6 +45,8 @@ from pathlib import Path
 
 from ..toolcalls import PARSERS, make_parser, parser_for_template
 
+SETTINGS_FILE = "sculptor_chat.json"  # a checkpoint's chat settings beside its tokenizer (`ChatFormat.save_settings`)
+
 __all__ = ["ChatFormat", "TEMPLATE_VARIANTS", "load_template"]
 
 # Append-only variants of official templates that re-render history (shipped in sculptor_rl/agent/templates/)
@@ -95,6 +97,7 @@ class ChatFormat:
                                  "endpoint's calls) also `chat_template` to a template file that renders "
                                  "assistant `tool_calls` in that format") from None
         self.parser = make_parser(parser_for_template(self.template) if parser == "auto" else parser)
+        self.parser_name = parser  # as asked ("auto": the template's), what a checkpoint saves
         # ids that end an assistant turn (some models list several, e.g. <|im_end|> and <|endoftext|>), and the token
         # the template itself closes a turn with, which a checkpoint's eos may not be (a GGUF converted by some
         # transformers versions says <|endoftext|> where ChatML turns end in <|im_end|>)
@@ -106,7 +109,16 @@ class ChatFormat:
     @classmethod
     def from_pretrained(cls, model: str, chat_template: str | None = None, chat_template_kwargs: dict | None = None,
                         parser: str = "auto") -> "ChatFormat":
+        """The format of `model`; a checkpoint's saved settings (`save_settings`: the template kwargs and parser it
+        was trained with) apply where the caller gives none (the template itself is the tokenizer's)."""
         from transformers import AutoTokenizer, GenerationConfig
+
+        saved = Path(model) / SETTINGS_FILE
+        if saved.is_file():
+            settings = json.loads(saved.read_text())
+            chat_template_kwargs = settings.get("chat_template_kwargs") if chat_template_kwargs is None else \
+                chat_template_kwargs
+            parser = settings.get("parser", "auto") if parser == "auto" else parser
 
         try:
             tokenizer = AutoTokenizer.from_pretrained(model)
@@ -121,6 +133,12 @@ class ChatFormat:
                        chat_template_kwargs=chat_template_kwargs, parser=parser, name=str(model))
         except ValueError as e:  # no chat template, no eos token, unknown parser
             raise ValueError(f"model {model}: {e}") from None
+
+    def save_settings(self, folder: str | Path) -> None:
+        """Write the template kwargs and the parser beside a checkpoint's tokenizer (which holds the template), so
+        that rl, eval and serve read the checkpoint in the format it was trained in without being told."""
+        Path(folder, SETTINGS_FILE).write_text(json.dumps({"chat_template_kwargs": self.kwargs or None,
+                                                           "parser": self.parser_name}, indent=1) + "\n")
 
     @classmethod
     def of(cls, model: str, cfg) -> "ChatFormat":

@@ -47,8 +47,9 @@ def fit(trainer, resume: str | None) -> None:
     trainer.train(resume_from_checkpoint=resume)
 
 
-def save_final(trainer, tokenizer, out: Path) -> Path:
-    """Save a plain HF checkpoint with the tokenizer and chat template; LoRA adapters are merged first. Under
+def save_final(trainer, tokenizer, out: Path, fmt=None) -> Path:
+    """Save a plain HF checkpoint with the tokenizer and chat template, and `fmt`'s template kwargs and parser
+    (`ChatFormat.save_settings`: rl, eval and serve read them back); LoRA adapters are merged first. Under
     ZeRO-3 each rank holds a shard of every weight (PEFT's merge would add the adapters to empty shards: "size of
     tensor a (0)"), so the weights are gathered and merged (`weight_sync.named_weights`, every rank takes part)
     and the main process saves them."""
@@ -69,6 +70,8 @@ def save_final(trainer, tokenizer, out: Path) -> Path:
             tokenizer.save_pretrained(out)
     else:
         trainer.save_model(str(out))  # gathers ZeRO-3 / FSDP shards; saves the tokenizer too
+    if fmt is not None and trainer.accelerator.is_main_process:
+        fmt.save_settings(out)
     trainer.accelerator.wait_for_everyone()
     log.info("saved %s", out)
     return out

@@ -592,7 +592,7 @@ def train(cfg: SculptorGRPOConfig, engine=None) -> Path:
     finally:
         if engine is None and hasattr(trainer.engine, "close"):  # free its memory for what runs next (eval)
             trainer.engine.close()
-    return save_final(trainer, trainer.processing_class, Path(cfg.output_dir) / "final")
+    return save_final(trainer, trainer.processing_class, Path(cfg.output_dir) / "final", trainer.fmt)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -158,6 +158,7 @@ def build_trainer(cfg: SculptorSFTConfig) -> MaskedSFTTrainer:
     trainer = MaskedSFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tokenizer,
                                peft_config=peft_config(cfg), callbacks=[CurvesCallback()])
     check_process_group(trainer.accelerator)
+    trainer.fmt = fmt  # saved with the final checkpoint (`save_final`)
     return trainer
 
 
@@ -167,7 +168,7 @@ def train(cfg: SculptorSFTConfig) -> Path:
     if resume:
         log.info("resuming from %s", resume)
     fit(trainer, resume)
-    return save_final(trainer, trainer.processing_class, Path(cfg.output_dir) / "final")
+    return save_final(trainer, trainer.processing_class, Path(cfg.output_dir) / "final", trainer.fmt)
 
 
 def check_process_group(accelerator) -> None:
