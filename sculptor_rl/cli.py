@@ -372,9 +372,35 @@ def _short_help(command: str, description: str) -> None:
           "them.")
 
 
+# the repeatable K=V flags of the argparse commands, and the dict setting each fills in the TRL-parsed ones
+DICT_FLAGS = {"environment-param": "environment_params", "chat-template-kwarg": "chat_template_kwargs"}
+
+
+def _dict_flags(rest: list[str]) -> list[str]:
+    """`--environment-param K=V` and `--chat-template-kwarg K=V` (repeatable, either spelling) in `rl`, `sft` and
+    `serve` as in every other command: gathered into the one JSON value TRL's parser reads for the dict setting."""
+    out, gathered = [], {}
+    i = 0
+    while i < len(rest):
+        name, _, inline = rest[i].removeprefix("--").replace("_", "-").partition("=")
+        if rest[i].startswith("--") and name in DICT_FLAGS:
+            text = inline if inline else (rest[i + 1] if i + 1 < len(rest) else "")
+            i += 1 if inline else 2
+            try:
+                key, value = _param(text)
+            except argparse.ArgumentTypeError as e:
+                raise ValueError(f"--{name}: {e}") from None
+            gathered.setdefault(DICT_FLAGS[name], {})[key] = value
+            continue
+        out.append(rest[i])
+        i += 1
+    return out + [x for setting, values in gathered.items() for x in (f"--{setting}", json.dumps(values))]
+
+
 def cmd_sft(args, rest: list[str]) -> None:
     from .train.sft import main as sft_main
 
+    rest = _dict_flags(rest)
     sft_main(["--config", args.config, *rest] if args.config else rest)
 
 
@@ -385,6 +411,7 @@ def cmd_rl(args, rest: list[str]) -> None:
     if dry_run and args.config and len(rest) == 1 and config_kind(args.config) != "rl":  # another kind's config
         validate_config(args.config)
         return
+    rest = _dict_flags(rest)
     rl_main(["validate"] * dry_run + (["--config", args.config] if args.config else []) + rest[dry_run:])
 
 
@@ -463,6 +490,7 @@ def cmd_validate(args) -> None:
 def cmd_serve(args, rest: list[str]) -> None:
     from .serve.server import main as serve_main
 
+    rest = _dict_flags(rest)
     serve_main(["--config", args.config, *rest] if args.config else rest)
 
 

@@ -95,3 +95,15 @@ def test_the_trl_commands_help_is_ours_short_and_fast():
     out = subprocess.run([sys.executable, "-m", "sculptor_rl.cli", "rl", "validate", "--help"], capture_output=True,
                          text=True, timeout=60)
     assert "rl validate" in out.stdout and "[validate]" in out.stdout.splitlines()[0]
+
+
+def test_dict_settings_take_one_key_value_form_in_every_command():
+    import json
+
+    from sculptor_rl.cli import _dict_flags
+
+    rest = _dict_flags(["--max_steps", "2", "--environment-param", "mode=workflow", "--environment_param=limit=8",
+                        "--chat-template-kwarg", "enable_thinking=false"])
+    assert rest[:2] == ["--max_steps", "2"]
+    assert json.loads(rest[rest.index("--environment_params") + 1]) == {"mode": "workflow", "limit": 8}
+    assert json.loads(rest[rest.index("--chat_template_kwargs") + 1]) == {"enable_thinking": False}
