@@ -5,7 +5,12 @@ template) and a user's environment (the calculator example, installed by entry p
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from test_example_env import run, site, tiny_qwen3  # noqa: F401 (fixtures)
 
@@ -56,3 +61,29 @@ def test_a_user_model_and_environment_from_dry_run_to_report(site, tmp_path, tin
     report = (root / "report.md").read_text()
     assert "| sum | 3 | 1.000 |" in report  # the teachers' table: the calculator's own teacher
     assert "## Evaluation on held-out tasks" in report and "| calculator |" in report
+
+
+@pytest.mark.slow
+def test_the_embedded_model_and_a_builtin_environment_from_dry_run_to_report(tmp_path, model_path):
+    """The same command with the defaults: the embedded SmolLM2-135M (no --model) and the acm environment (the
+    quickstart's config), at tiny budgets."""
+    sets = [f"runs_dir={tmp_path / 'runs'}", "name=acm", "budget_minutes=null", "train_tasks=2", "rl_tasks=2",
+            "eval_tasks=2", "teacher_tasks=2", "task_params.keys=2", "task_params.updates=4", "sft.max_steps=2",
+            "rl.max_steps=1", "rl.engine=hf", "rl.num_generations=2", "rl.gradient_accumulation_steps=2",
+            "rl.max_new_tokens=16", "rl.report_to=[]", "eval.engine=hf", "eval.max_new_tokens=16",
+            "eval.max_tool_calls=2"]
+    args = ["-m", "sculptor_rl.cli", "pipeline", "--environment", "acm", *(x for s in sets for x in ("--set", s))]
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    out = subprocess.run([sys.executable, *args, "--dry-run"], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "a task of pi_llm, needlebench, mrcr, babilong, gsm_infinite made" in out.stdout
+    assert "eval: modes acm, full on pi_llm OK" in out.stdout and not (tmp_path / "runs").exists()
+    out = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    assert out.returncode == 0, out.stderr[-4000:]
+    root = tmp_path / "runs" / "acm"
+    results = json.loads((root / "eval" / "results.json").read_text())
+    assert len(results["models"]) == 3 and results["modes"] == ["acm", "full"]
+    report = (root / "report.md").read_text()
+    assert "| pi_llm | 2 | 1.000 |" in report  # the scripted teachers' table
+    assert "## Evaluation on held-out tasks" in report
