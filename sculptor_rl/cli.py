@@ -827,17 +827,22 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+SAME_IDEA = {"--out": ("--output-dir", "--output_dir")}  # the TRL-parsed commands' name of the same idea
+
+
 def _underscore_aliases(parser: argparse.ArgumentParser) -> None:
     """Every `--dash-flag` of every command also answers to `--dash_flag` (hidden from the help): the spelling the
-    TRL-parsed commands (`sft`, `rl`, `serve`) and their YAML keys use, so one spelling works everywhere."""
+    TRL-parsed commands (`sft`, `rl`, `serve`) and their YAML keys use, so one spelling works everywhere; and `--out`
+    to `--output-dir`, their name for it (`SAME_IDEA`)."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
                 _underscore_aliases(sub)
         for flag in action.option_strings:
-            alias = "--" + flag[2:].replace("-", "_")
-            if flag.startswith("--") and alias != flag and alias not in parser._option_string_actions:
-                parser._option_string_actions[alias] = action
+            aliases = ["--" + flag[2:].replace("-", "_"), *SAME_IDEA.get(flag, ())]
+            for alias in aliases:
+                if flag.startswith("--") and alias != flag and alias not in parser._option_string_actions:
+                    parser._option_string_actions[alias] = action
 
 
 def main(argv: list[str] | None = None) -> None:
