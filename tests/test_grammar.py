@@ -52,6 +52,8 @@ def test_flags_are_dashed_and_answer_to_their_underscore_spelling():
                                       "--chat_template_kwarg", "enable_thinking=false", "--environment_param", "k=1"])
     assert args.max_new_tokens == 64 and args.chat_template_kwarg == [("enable_thinking", False)]
     assert args.environment_param == [("k", 1)]
+    for spelling in ("--out", "--output-dir", "--output_dir"):  # the output's name in sft and rl too
+        assert build_parser().parse_args(["data", "generate", "--task", "pi_llm", spelling, "x.jsonl"]).out == "x.jsonl"
 
 
 def test_one_flag_one_meaning():
