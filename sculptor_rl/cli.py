@@ -280,6 +280,13 @@ def cmd_eval(args) -> None:
     from .eval.report import accuracy_table
     from .eval.run import EvalConfig, evaluate
 
+    if args.compare:  # no evaluation: the chart and paired tests of outputs already written
+        from .eval.compare import comparison_table, write_comparison
+
+        out = args.out or "runs/eval-compare"
+        print(comparison_table(write_comparison(args.compare, out)["comparisons"]))
+        print(f"wrote comparison.png, comparison.md and comparison.json to {out}")
+        return
     flags = dict(models=args.model, tasks=args.tasks.split(",") if args.tasks else None,
                  modes=args.modes.split(",") if args.modes else None, num=args.num, data=args.data,
                  checkpoint_modes=args.checkpoint_modes.split(",") if args.checkpoint_modes else None,
@@ -770,6 +777,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "(memtool); more stops it (default: 20)")
     ev.add_argument("--temperature", type=float, help="sampling temperature (default: 0.0, greedy)")
     ev.add_argument("--context-budget", type=int, help="tokens of context truncate and bm25 keep (default: 1500)")
+    ev.add_argument("--compare", nargs="+", metavar="DIR", help="evaluate nothing: compare eval outputs (one per "
+                    "--context-budget, of the paradigms' modes) in one chart of accuracy against peak prompt tokens "
+                    "and a table of paired tests, written to --out (default: runs/eval-compare)")
     ev.set_defaults(fn=cmd_eval)
 
     pipe = sub.add_parser("pipeline", parents=[template], help="data → teachers → SFT → GSPO → eval → report for a "

@@ -23,8 +23,8 @@ from ..stats import mcnemar_exact, paired_bootstrap
 
 log = logging.getLogger(__name__)
 
-__all__ = ["write_report", "markdown", "accuracy_table", "bucket_table", "comparisons",
-           "comparison_table"]
+__all__ = ["write_report", "markdown", "accuracy_table", "bucket_table", "comparisons", "paired_tests",
+           "comparison_table", "TITLES"]
 
 TITLES = {"pi_llm": "PI-LLM", "needlebench": "NeedleBench", "mrcr": "MRCR", "babilong": "BABILong",
           "longbench_v2": "LongBench v2", "frames": "FRAMES", "gsm_infinite": "GSM-Infinite", "memtool": "MemTool"}
@@ -110,18 +110,32 @@ def comparisons(results: dict) -> list[dict]:
             run_a, run_b = by_run.get((a, mode)), by_run.get((b, mode))
             if not (run_a and run_b and "rollouts" in run_a and "rollouts" in run_b):
                 continue
-            first = {r["task_id"]: r for r in run_a["rollouts"]}
-            matched = [(first[r["task_id"]], r) for r in run_b["rollouts"] if r["task_id"] in first]
-            for family in families:
-                chosen = [(x, y) for x, y in matched if family in ("all", y["task"])]
-                if not chosen:
-                    continue
-                xs, ys = zip(*chosen)
-                out.append({"mode": mode, "a": a, "b": b, "task": family, "n": len(chosen),
-                            "accuracy": paired_bootstrap([x["score"] for x in xs], [y["score"] for y in ys]),
-                            "correct": mcnemar_exact([x["correct"] for x in xs], [y["correct"] for y in ys]),
-                            "context_reduction": paired_bootstrap([x["context_reduction"] for x in xs],
-                                                                  [y["context_reduction"] for y in ys])})
+            out += [{"mode": mode, "a": a, "b": b, **test}
+                    for test in paired_tests(run_a["rollouts"], run_b["rollouts"], families)]
+    return out
+
+
+def paired_tests(rollouts_a: list[dict], rollouts_b: list[dict], families: list[str]) -> list[dict]:
+    """Two runs' per-rollout values (`metrics.per_rollout`) paired by task id, per family ("all": every task): the
+    paired bootstrap of the accuracy, the context reduction and (rollouts that carry it) the peak prompt (B - A),
+    and the exact McNemar test of correct answers. A family neither run has is left out."""
+    first = {r["task_id"]: r for r in rollouts_a}
+    matched = [(first[r["task_id"]], r) for r in rollouts_b if r["task_id"] in first]
+    out = []
+    for family in families:
+        chosen = [(x, y) for x, y in matched if family in ("all", y["task"])]
+        if not chosen:
+            continue
+        xs, ys = zip(*chosen)
+        test = {"task": family, "n": len(chosen),
+                "accuracy": paired_bootstrap([x["score"] for x in xs], [y["score"] for y in ys]),
+                "correct": mcnemar_exact([x["correct"] for x in xs], [y["correct"] for y in ys]),
+                "context_reduction": paired_bootstrap([x["context_reduction"] for x in xs],
+                                                      [y["context_reduction"] for y in ys])}
+        if all("peak_prompt_tokens" in r for r in (*xs, *ys)):  # runs saved before it was measured lack it
+            test["peak_prompt_tokens"] = paired_bootstrap([x["peak_prompt_tokens"] for x in xs],
+                                                          [y["peak_prompt_tokens"] for y in ys])
+        out.append(test)
     return out
 
 
@@ -129,8 +143,9 @@ def _p(p: float) -> str:
     return f"{p:.3f}" if p >= 0.001 else "<0.001"
 
 
-def _diff(d: dict) -> str:
-    return f"{100 * d['diff']:+.1f} [{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}]"
+def _diff(d: dict, scale: float = 100, digits: int = 1) -> str:
+    lo, hi = d["ci"]
+    return f"{scale * d['diff']:+.{digits}f} [{scale * lo:+.{digits}f}, {scale * hi:+.{digits}f}]"
 
 
 def comparison_table(results: dict) -> str:

@@ -99,12 +99,12 @@ class ReSumEnv(ReadingEnv):
     def reset(self) -> None:
         """Summarize the conversation since the last reset and restart from the question and the summary."""
         recent = self.shown[self.head:]
-        self.summary = self.summarize(recent)
+        self.summary = self.write_summary(recent)
         self.shown = [*self.shown[: self.head - 1],
                       {"role": "user", "content": RESET_TEMPLATE.format(question=self.question, summary=self.summary)}]
         self.resets += 1
 
-    def summarize(self, recent: list[dict]) -> str:
+    def write_summary(self, recent: list[dict]) -> str:
         if self.llm is None:  # the labelled offline stand-in
             return self.scripted_summary(recent)
 
