@@ -472,7 +472,17 @@ def validate_config(path: str, kind: str | None = None) -> None:
     elif kind == "sft":
         from .train.sft import SculptorSFTConfig
 
+        from .acm import TOOL_SCHEMAS
+        from .agent.chat import ChatFormat
+        from .models import resolve_model, unreachable
+        from .train.preflight import check_template
+
         cfg = parse_command(SculptorSFTConfig, ["--config", path], prog="sculptor-rl sft")
+        model = resolve_model(cfg.model)
+        if why := unreachable(model):
+            print(f"check        chat template: NOT checked ({model}: {why})")
+        else:  # the template the samples are rendered with, saved with the checkpoint
+            print(f"check        {check_template(ChatFormat.of(model, cfg), TOOL_SCHEMAS)}")
         if cfg.samples and not Path(cfg.samples).exists():
             print(f"warning: samples file {cfg.samples} does not exist yet (make it with `sculptor-rl samples`)")
     elif kind == "eval":

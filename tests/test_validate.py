@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sculptor_rl.cli import CONFIG_KINDS, UserError, config_kind, main
+from sculptor_rl.cli import CONFIG_KINDS, config_kind, main
+from test_example_env import tiny_qwen3  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 # every config a command reads (configs/accelerate/ are accelerate's own, read by `accelerate launch`)
@@ -87,3 +88,15 @@ def test_a_broken_pipe_ends_quietly(tmp_path):
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait(60) == 0 and "Broken pipe" not in err and "Traceback" not in err, err
+
+
+def test_an_sft_config_whose_template_renders_no_tool_calls_is_refused(tmp_path, capsys, tiny_qwen3):  # noqa: F811
+    plain = tmp_path / "plain.jinja"  # a template that drops the assistant's tool calls
+    plain.write_text("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}")
+    config = tmp_path / "sft_plain.yaml"
+    config.write_text(yaml.safe_dump({"model": tiny_qwen3, "samples": "s.jsonl", "output_dir": str(tmp_path / "o"),
+                                      "chat_template": str(plain)}))
+    assert "renders no tool calls" in error_of(["validate", "--config", str(config)], capsys)
+    config.write_text(yaml.safe_dump({"model": tiny_qwen3, "samples": "s.jsonl", "output_dir": str(tmp_path / "o")}))
+    main(["validate", "--config", str(config)])  # the model's own (Qwen3's official) template
+    assert "the hermes parser reads both calls back" in capsys.readouterr().out
