@@ -100,7 +100,7 @@ def cmd_memory_build(args) -> None:
     from .rollout import rollout_engine
 
     cfg = _rollout_config(args, args.engine, "memtoolagent")  # an environment that keeps a memory across episodes
-    tasks = load_tasks(args.data, limit=args.limit, environment=cfg.environment)
+    tasks = load_tasks(args.inp, limit=args.limit, environment=cfg.environment)
     fmt = ChatFormat.of(resolve_model(cfg.model), cfg.loop)
     engine = rollout_engine(cfg, fmt, tasks)
     llm = None  # rules (and none): the environment's offline critique
@@ -157,11 +157,11 @@ def cmd_memory_induce(args) -> None:
 
 
 def cmd_memory_notes(args) -> None:
-    """TA-Mem: the LLM note extractor over the conversations of `--data` (the env's `notes: DIR`)."""
+    """TA-Mem: the LLM note extractor over the conversations of `--in` (the env's `notes: DIR`)."""
     from .envs.tamem.env import extract_notes
     from .envs.tasks import load_tasks
 
-    tasks = load_tasks(args.data, environment="tamem")
+    tasks = load_tasks(args.inp, environment="tamem")
     llm, engine = _asked_llm(args)
     try:
         report = extract_notes(tasks, llm, args.out, retries=args.retries, max_new_tokens=args.max_new_tokens)
@@ -197,7 +197,7 @@ def _run_and_write(args, engine: str, keep=lambda t: True) -> None:
     from .envs.tasks import load_tasks
 
     cfg = _rollout_config(args, engine)
-    tasks = load_tasks(args.data, limit=args.limit, environment=cfg.environment)
+    tasks = load_tasks(args.inp, limit=args.limit, environment=cfg.environment)
     trajs = rollout_to_file(tasks, cfg, args.out, keep, chunk_size=args.chunk_size)
     summary = summarize_by_task(trajs)
     write_atomic(Path(args.out).with_suffix(".summary.json"), json.dumps(summary, indent=2))
@@ -241,10 +241,13 @@ def cmd_inspect(args) -> None:
     from .models import resolve_model
     from .samples import read_samples
 
+    if (args.path is None) == (args.inp is None):
+        raise ValueError("inspect: name the samples file once, as --in FILE (or the positional FILE)")
+    path = args.inp or args.path
     fmt = ChatFormat.from_pretrained(resolve_model(args.model))
-    samples = list(read_samples(args.path))
+    samples = list(read_samples(path))
     if not 0 <= args.index < len(samples):
-        raise ValueError(f"{args.path} has {len(samples)} samples; --index must be in [0, {len(samples) - 1}]")
+        raise ValueError(f"{path} has {len(samples)} samples; --index must be in [0, {len(samples) - 1}]")
     s = samples[args.index]
     color = sys.stdout.isatty() and not args.plain
     on, off = ("\033[1;32m", "\033[0m") if color else ("[[", "]]")
@@ -288,7 +291,7 @@ def cmd_eval(args) -> None:
         print(f"wrote comparison.png, comparison.md and comparison.json to {out}")
         return
     flags = dict(models=args.model, tasks=args.tasks.split(",") if args.tasks else None,
-                 modes=args.modes.split(",") if args.modes else None, num=args.num, data=args.data,
+                 modes=args.modes.split(",") if args.modes else None, num=args.num, data=args.inp,
                  checkpoint_modes=args.checkpoint_modes.split(",") if args.checkpoint_modes else None,
                  split=args.split, out=args.out, engine=args.engine, seed=args.seed,
                  context_budget=args.context_budget, environment=args.environment, max_new_tokens=args.max_new_tokens,
@@ -404,10 +407,25 @@ def _dict_flags(rest: list[str]) -> list[str]:
     return out + [x for setting, values in gathered.items() for x in (f"--{setting}", json.dumps(values))]
 
 
+# `--in` and `--out`, every command's names for its input and output file, in the TRL-parsed commands: the settings
+# they fill there (their own spellings, --samples / --tasks / --output-dir, work as well)
+SAME_SETTING = {"sft": {"in": "samples", "out": "output_dir"}, "rl": {"in": "tasks", "out": "output_dir"}}
+
+
+def _same_names(command: str, rest: list[str]) -> list[str]:
+    """`--in X` / `--in=X` (and `--out`) in `sft` and `rl` become the setting each names there."""
+    out = []
+    for arg in rest:
+        name, eq, value = arg.removeprefix("--").partition("=")
+        setting = SAME_SETTING[command].get(name) if arg.startswith("--") else None
+        out.append(arg if setting is None else f"--{setting}{eq}{value}")
+    return out
+
+
 def cmd_sft(args, rest: list[str]) -> None:
     from .train.sft import main as sft_main
 
-    rest = _dict_flags(rest)
+    rest = _same_names("sft", _dict_flags(rest))
     sft_main(["--config", args.config, *rest] if args.config else rest)
 
 
@@ -418,7 +436,7 @@ def cmd_rl(args, rest: list[str]) -> None:
     if dry_run and args.config and len(rest) == 1 and config_kind(args.config) != "rl":  # another kind's config
         validate_config(args.config)
         return
-    rest = _dict_flags(rest)
+    rest = _same_names("rl", _dict_flags(rest))
     rl_main(["validate"] * dry_run + (["--config", args.config] if args.config else []) + rest[dry_run:])
 
 
@@ -614,7 +632,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.set_defaults(fn=cmd_data_generate)
     source = argparse.ArgumentParser(add_help=False)
     source.add_argument("--format", required=True, choices=importer_names(), help="the release format of --in")
-    source.add_argument("--in", dest="inp", required=True, help=".jsonl, .json, .parquet, .csv, .tsv, a datasets "
+    source.add_argument("--in", dest="inp", required=True, metavar="FILE",
+                        help=".jsonl, .json, .parquet, .csv, .tsv, a datasets "
                         "save_to_disk directory, or the release's own folder (workbench, nestful)")
     source.add_argument("--param", type=_param, action="append", default=[], metavar="K=V",
                         help="frames: articles=FILE (the Wikipedia texts); babilong: task=qa1 length=4k "
@@ -646,7 +665,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = argparse.ArgumentParser(add_help=False, parents=[template, llm])
     run.add_argument("--model", default=None, help="HF model id or path (default, or `default`: the embedded "
                      "SmolLM2-135M)")
-    run.add_argument("--data", required=True, help="tasks: .jsonl, .parquet or a datasets name")
+    run.add_argument("--in", "--data", dest="inp", required=True, metavar="FILE",
+                     help="tasks: .jsonl, .parquet or a datasets name")
     run.add_argument("--out", required=True, help="trajectories .jsonl (a .summary.json is written beside it); "
                      "a run killed and started again resumes from OUT.partial")
     run.add_argument("--chunk-size", type=int, default=64, help="tasks per chunk: a finished chunk is saved, "
@@ -726,23 +746,26 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the paper's LLM induction, or the deterministic rules (offline, no model)")
     mi.add_argument("--max-new-tokens", type=int, default=256, help="per answer of the LLM (default: 256)")
     mi.set_defaults(fn=cmd_memory_induce)
-    mn = mem.add_parser("notes", parents=[asks], help="TA-Mem: extract the notes of --data's conversations with an "
+    mn = mem.add_parser("notes", parents=[asks], help="TA-Mem: extract the notes of --in's conversations with an "
                         "LLM (the tamem env's notes=DIR)")
-    mn.add_argument("--data", required=True, help="tamem tasks (.jsonl: `data generate --task tamem`, "
+    mn.add_argument("--in", "--data", dest="inp", required=True, metavar="FILE",
+                    help="tamem tasks (.jsonl: `data generate --task tamem`, "
                     "`data import --format locomo`)")
     mn.add_argument("--max-new-tokens", type=int, default=2048, help="per answer of the LLM (default: 2048)")
     mn.set_defaults(fn=cmd_memory_notes)
 
     sa = sub.add_parser("samples", parents=[template],
                         help="Algorithm 1: trajectories → training samples with loss masks")
-    sa.add_argument("--in", dest="inp", required=True, help="trajectories .jsonl (`collect`, `rollout`)")
+    sa.add_argument("--in", dest="inp", required=True, metavar="FILE",
+                    help="trajectories .jsonl (`collect`, `rollout`)")
     sa.add_argument("--out", required=True, help="samples .jsonl (the input of `sft`)")
     sa.add_argument("--model", default=None, help="check that the trajectories were made by this model's tokenizer "
                     "(and chat template); the samples take the trajectories' own either way")
     sa.set_defaults(fn=cmd_samples)
 
     ins = sub.add_parser("inspect", help="print a sample with its trained tokens highlighted")
-    ins.add_argument("path", help="samples .jsonl")
+    ins.add_argument("--in", dest="inp", metavar="FILE", help="samples .jsonl")
+    ins.add_argument("path", nargs="?", metavar="FILE", help="the same as --in")
     ins.add_argument("--index", type=int, default=0, help="which sample, from 0 (default: 0)")
     ins.add_argument("--model", default=None, help="the tokenizer to decode with (default: the embedded model's)")
     ins.add_argument("--plain", action="store_true", help="mark trained text with [[ ]] even on a terminal")
@@ -770,14 +793,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "toolmem, ...); it sets the modes and task families")
     ev.add_argument("--environment-param", type=_param, action="append", default=[], metavar="K=V",
                     help="an environment parameter merged over each mode's, e.g. limit=128 (memtool; repeatable)")
-    ev.add_argument("--tasks", help="comma-separated families (default: the environment's, or all in --data)")
+    ev.add_argument("--tasks", help="comma-separated families (default: the environment's, or all in --in)")
     ev.add_argument("--modes", help="comma-separated, of the environment's modes (acm: acm,full,truncate,bm25; "
                     "memtool: autonomous,workflow,hybrid); default: all of them")
     ev.add_argument("--checkpoint-modes", help="comma-separated modes of the models after the first (the "
                     "checkpoints trained from it), e.g. acm: the baselines on the base model only (default: --modes)")
-    ev.add_argument("--num", type=_count, help="tasks per family (default: 8 generated; all of --data)")
-    ev.add_argument("--data", help="your tasks (.jsonl, .parquet or a datasets name) instead of generated ones")
-    ev.add_argument("--split", help="the datasets split of --data (default: test)")
+    ev.add_argument("--num", type=_count, help="tasks per family (default: 8 generated; all of --in)")
+    ev.add_argument("--in", "--data", dest="inp", metavar="FILE",
+                    help="your tasks (.jsonl, .parquet or a datasets name) instead of generated ones")
+    ev.add_argument("--split", help="the datasets split of --in (default: test)")
     ev.add_argument("--out", help="output directory; runs already in it are skipped (default: runs/eval)")
     ev.add_argument("--engine", choices=["vllm", "ray", "hf"], help="default: vllm; ray: vLLM in Ray actors "
                     "(engine_kwargs in --config: num_workers, ray_address)")

@@ -223,6 +223,10 @@ def test_a_wrong_sample_record_names_line_and_field(tmp_path, case, capsys):
     if case == "mask shorter":  # and through the CLI
         line = cli_error(capsys, "inspect", str(path), "--index", "1")
         assert f"{path} line 2" in line and message in line
+        line = cli_error(capsys, "inspect", "--in", str(path), "--index", "1")  # --in, every command's input
+        assert f"{path} line 2" in line and message in line
+        for twice_or_none in (["--in", str(path), str(path)], []):
+            assert "name the samples file once" in cli_error(capsys, "inspect", *twice_or_none)
 
 
 # ---- models and tokenizers --------------------------------------------------------------------------------------

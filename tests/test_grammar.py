@@ -109,3 +109,37 @@ def test_dict_settings_take_one_key_value_form_in_every_command():
     assert rest[:2] == ["--max_steps", "2"]
     assert json.loads(rest[rest.index("--environment_params") + 1]) == {"mode": "workflow", "limit": 8}
     assert json.loads(rest[rest.index("--chat_template_kwargs") + 1]) == {"enable_thinking": False}
+
+
+READS_A_FILE = {"rollout", "collect", "memory build", "memory notes", "eval", "samples", "data import", "data check",
+                "inspect"}  # and sft / rl, TRL-parsed: below
+
+
+def test_every_command_that_reads_an_input_file_takes_it_as_in():
+    takes = {" ".join(path) for path, sub, _ in leaves() if "--in" in sub._option_string_actions}
+    assert READS_A_FILE <= takes, f"no --in: {READS_A_FILE - takes}"
+    for path, sub, _ in leaves():  # an input under another name is an alias of --in, never a second flag
+        for old in ("--data", "--samples"):
+            if old in sub._option_string_actions:
+                assert sub._option_string_actions[old] is sub._option_string_actions["--in"], (path, old)
+    parse = build_parser().parse_args
+    for spelling in ("--in", "--data"):
+        assert parse(["collect", spelling, "t.jsonl", "--out", "o.jsonl"]).inp == "t.jsonl"
+        assert parse(["eval", spelling, "t.jsonl"]).inp == "t.jsonl"
+    assert parse(["inspect", "--in", "s.jsonl"]).inp == parse(["inspect", "s.jsonl"]).path == "s.jsonl"
+
+
+def test_sft_and_rl_read_in_and_out_as_their_own_settings():
+    from sculptor_rl.cli import _same_names
+    from sculptor_rl.config import parse_command
+    from sculptor_rl.train.rl_config import SculptorGRPOConfig
+    from sculptor_rl.train.sft import SculptorSFTConfig
+
+    cpu = ["--use_cpu", "true", "--bf16", "false"]
+    cfg = parse_command(SculptorGRPOConfig, _same_names("rl", ["--in", "t.jsonl", "--out=runs/x", *cpu]))
+    assert (cfg.tasks, cfg.output_dir) == ("t.jsonl", "runs/x")
+    cfg = parse_command(SculptorGRPOConfig, _same_names("rl", ["--tasks", "t.jsonl", "--output-dir", "runs/x", *cpu]))
+    assert (cfg.tasks, cfg.output_dir) == ("t.jsonl", "runs/x")  # the old spellings still work
+    cfg = parse_command(SculptorSFTConfig, _same_names("sft", ["--in=s.jsonl", "--out", "runs/y", *cpu]))
+    assert (cfg.samples, cfg.output_dir) == ("s.jsonl", "runs/y")
+    assert _same_names("rl", ["--inline", "x", "--tasks_limit", "2"]) == ["--inline", "x", "--tasks_limit", "2"]
