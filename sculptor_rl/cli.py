@@ -365,6 +365,9 @@ def _short_help(command: str, description: str) -> None:
     print(textwrap.fill(description, 100) + "\n")
     print("--config FILE: YAML settings (configs/<environment>/); flags override them. Flags are the settings' names, "
           "with dashes or underscores (--max-new-tokens 64 = --max_new_tokens 64).\n")
+    if command in SAME_SETTING:  # every command's names for its input and output file
+        print("The input and output file, named as in every command: " + ", ".join(
+            f"--{name} = --{setting.replace('_', '-')}" for name, setting in SAME_SETTING[command].items()) + "\n")
     seen = set()
     for module, name in OWN_SETTINGS[command]:
         fields = [f for f in _declared(module, name) if f[0] not in seen]
@@ -897,7 +900,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     if getattr(args, "passthrough", False) and {"-h", "--help"} & set(rest):
-        _short_help(args.command, HELP[args.command])
+        try:
+            _short_help(args.command, HELP[args.command])
+        except BrokenPipeError:  # `sculptor-rl rl --help | head`
+            _quiet_broken_pipe()
         return
     if getattr(args, "passthrough", False) and "--help-all" in rest:
         rest = [a if a != "--help-all" else "--help" for a in rest]
@@ -908,9 +914,8 @@ def main(argv: list[str] | None = None) -> None:
     _exit_on_sigterm()
     try:
         args.fn(args, rest) if passthrough else args.fn(args)
-    except BrokenPipeError:  # `sculptor-rl tools schemas | head`: the reader has all it wanted
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
-        sys.exit(0)
+    except BrokenPipeError:  # `sculptor-rl tools schemas | head`
+        _quiet_broken_pipe()
     except (ValueError, OSError) as e:  # bad JSONL/Parquet/records, config values, paths, models
         _user_error(str(e))
     except yaml.YAMLError as e:  # a config that is not YAML: its message names the file, line and column
@@ -919,6 +924,12 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(e.code, str):  # a command's own `sys.exit("error: ...")`: the same status as the rest
             _user_error(e.code.removeprefix("error: "))
         raise
+
+
+def _quiet_broken_pipe() -> None:
+    """The reader of our output has all it wanted: exit 0, quietly."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+    sys.exit(0)
 
 
 def _exit_on_sigterm() -> None:

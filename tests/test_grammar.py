@@ -85,7 +85,7 @@ def test_the_trl_commands_help_is_ours_short_and_fast():
     import sys
     import time
 
-    for command, own in (("rl", "--max-tool-calls"), ("sft", "--samples"), ("serve", "--environment")):
+    for command, own in (("rl", "--tasks"), ("sft", "--samples"), ("serve", "--environment")):
         start = time.perf_counter()
         out = subprocess.run([sys.executable, "-m", "sculptor_rl.cli", command, "--help"], capture_output=True,
                              text=True, timeout=60)
@@ -94,6 +94,8 @@ def test_the_trl_commands_help_is_ours_short_and_fast():
         lines = out.stdout.splitlines()
         assert lines[0].startswith(f"usage: sculptor-rl {command}") and len(lines) < 200, command
         assert own in out.stdout and "--config FILE" in out.stdout and "--help-all" in out.stdout, command
+        if command != "serve":
+            assert f"--in = {own}" in out.stdout and "--out = --output-dir" in out.stdout, command
     out = subprocess.run([sys.executable, "-m", "sculptor_rl.cli", "rl", "validate", "--help"], capture_output=True,
                          text=True, timeout=60)
     assert "rl validate" in out.stdout and "[validate]" in out.stdout.splitlines()[0]
