@@ -87,3 +87,27 @@ def test_the_embedded_model_and_a_builtin_environment_from_dry_run_to_report(tmp
     report = (root / "report.md").read_text()
     assert "| pi_llm | 2 | 1.000 |" in report  # the scripted teachers' table
     assert "## Evaluation on held-out tasks" in report
+
+
+def test_a_named_template_renders_every_stage(site, tmp_path, tiny_qwen3):  # noqa: F811
+    """`chat_template: qwen3_append_only` (the paper protocol's) on a model whose own template is Qwen3's official
+    one: the teachers, collect, SFT, GSPO and eval all render with the variant, and both checkpoints keep it."""
+    from sculptor_rl.agent.chat import ChatFormat
+
+    variant = ChatFormat.from_pretrained(tiny_qwen3, "qwen3_append_only")
+    assert variant.provenance != ChatFormat.from_pretrained(tiny_qwen3).provenance
+    out = pipeline(site, tmp_path, "--model", tiny_qwen3, "--environment", CALCULATOR,
+                   "--set", "chat_template=qwen3_append_only")
+    assert out.returncode == 0, out.stderr[-4000:]
+    root = tmp_path / "runs" / "calc"
+    made_by = {}  # every record that says which tokenizer and template made its ids, by file
+    for path in root.rglob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if isinstance(record, dict) and record.get("tokenizer"):
+                made_by.setdefault(str(path.relative_to(root)), set()).add(record["tokenizer"]["hash"])
+    stages = {name.split("/")[0] for name in made_by}
+    assert {"teachers", "collect", "eval"} <= stages, made_by
+    assert all(hashes == {variant.provenance["hash"]} for hashes in made_by.values()), made_by
+    for stage in ("sft", "rl"):
+        assert (root / stage / "final" / "chat_template.jinja").read_text() == variant.template
