@@ -580,13 +580,15 @@ def _settings(pairs) -> dict:
 
 
 def cmd_pipeline(args) -> None:
-    from .pipeline import PipelineConfig, dry_run, run_pipeline
+    from .pipeline import PipelineConfig, dry_run, run_pipeline, starting_config
 
     flags = {"name": args.name, "model": args.model, "environment": args.environment,
              "environment_params": dict(args.environment_param) or None, **_template(args)}
     overrides = {**{k: v for k, v in flags.items() if v is not None}, **_settings(args.set)}
     # the quickstart's recipe is ACM's: another environment starts from PipelineConfig's defaults
-    config = args.config or (DEFAULT_PIPELINE if args.environment in (None, "acm") else None)
+    default = DEFAULT_PIPELINE if args.environment in (None, "acm") else None
+    config, overrides, why = starting_config(args.config, default, overrides)
+    print(why, flush=True)
     cfg = PipelineConfig.from_yaml(config, overrides)
     if args.dry_run:
         dry_run(cfg)
@@ -821,8 +823,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     pipe = sub.add_parser("pipeline", parents=[template], help="data → teachers → SFT → GSPO → eval → report for a "
                           "model and an environment (default: the quickstart)")
-    pipe.add_argument("--config", default=None, help=f"YAML settings (PipelineConfig's fields; default: "
-                      f"{DEFAULT_PIPELINE} for the acm environment, PipelineConfig's defaults for another)")
+    pipe.add_argument("--config", default=None, help=f"YAML settings (PipelineConfig's fields; default: on a CPU "
+                      f"{DEFAULT_PIPELINE} for the acm environment, PipelineConfig's defaults for another; on a GPU "
+                      "PipelineConfig's defaults with the SFT and RL configs of the model's size class, "
+                      "docs/models.md)")
     pipe.add_argument("--model", default=None, help="HF model id or path (default: the config's; the embedded "
                       "SmolLM2-135M)")
     pipe.add_argument("--environment", default=None, help="a built-in (acm, memtool, ...), package.module:Class or "

@@ -21,7 +21,11 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["check_values", "load_config", "parse_command", "read_yaml"]
+__all__ = ["SOURCE_TREE", "check_values", "load_config", "parse_command", "read_yaml", "shipped"]
+
+# The folder above the package: a clone's (or an editable install's) root, which holds the shipped configs/. A wheel
+# installs the package alone (configs/ is not package data), so there it holds none.
+SOURCE_TREE = Path(__file__).resolve().parent.parent
 
 
 def read_yaml(path: str | Path) -> dict:
@@ -82,6 +86,19 @@ def check_values(cls, values: dict, source: str) -> None:
         if not _fits(value, hints.get(key, typing.Any)):
             raise ValueError(f"{source}: key {key!r}: expected {_name(hints[key])}, got {value!r} "
                              f"({type(value).__name__})")
+
+
+def shipped(path: str | Path, what: str = "--config FILE") -> str:
+    """A config path as a command names it: as it is where it exists from the current folder (or is absolute); a
+    shipped one (`configs/...`) from the source tree of the installed package where it does not, so the commands'
+    defaults work outside a clone. ValueError in one line naming what to pass (`what`) where neither holds it."""
+    path = Path(path)
+    if path.is_absolute() or path.exists():
+        return str(path)
+    if (SOURCE_TREE / path).exists():
+        return str(SOURCE_TREE / path)
+    raise ValueError(f"{path}: not found here nor in sculptor-rl's source tree ({SOURCE_TREE}; an install from a "
+                     f"wheel ships no configs/): pass {what}, a copy of it from the repository")
 
 
 def load_config(cls, path: str | Path | None = None, overrides: dict | None = None, source: str = "flags"):

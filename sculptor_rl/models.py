@@ -222,3 +222,58 @@ def check_context_length(model: str, max_model_len: int | None, name: str = "max
         raise ValueError(f"{name} {max_model_len} is above {model}'s context of {limit} tokens "
                          f"(max_position_embeddings): vLLM refuses to start; set {name} to at most {limit}")
     return f"{name}: {max_model_len or limit} within {model}'s {limit} tokens"
+
+
+def parameter_count(model: str) -> tuple[int, str]:
+    """The parameters of `model` (a folder or a Hub id) without loading its weights, and where the number comes from:
+    the tensor shapes in a local folder's safetensors headers (exact), else an estimate from its config.json (a
+    decoder's embeddings, attention and gated MLP per layer, tied or not; a MoE's experts), else the Hub's safetensors
+    metadata. ValueError where none can be read (a Hub id offline, a config without the sizes)."""
+    import json
+    import math
+    import struct
+
+    path = Path(model).expanduser()
+    if path.is_dir():
+        shapes = 0
+        for file in sorted(path.glob("*.safetensors")):
+            with open(file, "rb") as f:
+                header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+            for name, tensor in header.items():
+                if name != "__metadata__":
+                    shapes += math.prod(tensor["shape"])
+        if shapes:
+            return shapes, "its safetensors headers"
+        config = path / "config.json"
+    else:
+        if why := unreachable(model):
+            raise ValueError(f"the size of {model} cannot be read: {why}")
+        from huggingface_hub import hf_hub_download
+
+        config = Path(hf_hub_download(model, "config.json"))
+    values = json.loads(config.read_text()) if config.is_file() else {}
+    values = values.get("text_config") or values
+    if estimate := _config_parameters(values):
+        return estimate, "estimated from its config.json"
+    if not path.is_dir():
+        from huggingface_hub import get_safetensors_metadata
+
+        return sum(get_safetensors_metadata(model).parameter_count.values()), "the Hub's safetensors metadata"
+    raise ValueError(f"the size of {model} cannot be read: no safetensors files and no hidden_size, "
+                     "num_hidden_layers, intermediate_size and vocab_size in its config.json")
+
+
+def _config_parameters(c: dict) -> int | None:
+    """A decoder-only transformer's parameters from its config's sizes (norms and biases left out: <0.1 %)."""
+    try:
+        hidden, layers, vocab = c["hidden_size"], c["num_hidden_layers"], c["vocab_size"]
+        experts = c.get("num_experts") or c.get("num_local_experts") or 1
+        mlp = c["moe_intermediate_size"] if experts > 1 and "moe_intermediate_size" in c else c["intermediate_size"]
+    except KeyError:
+        return None
+    heads = c.get("num_attention_heads") or hidden // 64
+    head_dim = c.get("head_dim") or hidden // heads
+    kv_heads = c.get("num_key_value_heads") or heads
+    attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim  # q and o; k and v
+    embeddings = vocab * hidden * (1 if c.get("tie_word_embeddings", False) else 2)
+    return embeddings + layers * (attention + 3 * hidden * mlp * experts)

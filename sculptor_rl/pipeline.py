@@ -26,9 +26,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import check_values, load_config, read_yaml
+from .config import check_values, load_config, read_yaml, shipped
 from .envs.registry import env_class, family_names, missing_family, params_of
 from .jsonl import write_atomic
+from .models import parameter_count, resolve_model
 from .probe import Probe, RecipeShape
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,18 @@ log = logging.getLogger(__name__)
 EVAL_MODES = ["acm", "full"]  # the eval stage's modes where the config's `eval` names none
 CHECKPOINTS = ["sft", "rl"]  # the stages whose final checkpoints the eval stage can evaluate
 RECIPES = ("full", "small", "smaller", "smallest")  # a config's recipe and its nested `small_recipe`s
+# docs/models.md's recipes by size class: on a GPU, the SFT and RL configs of a model with up to `up_to` parameters
+# (written for the Qwen3 of that size; the pipeline's model, chat settings and paths replace theirs)
+SIZE_CLASSES = {
+    "0.6B": {"up_to": 1.0e9, "sft_config": "configs/acm/sft_qwen3_0.6b.yaml",
+             "rl_config": "configs/acm/rl_qwen3_0.6b_gspo.yaml"},
+    "1.7B": {"up_to": 2.5e9, "sft_config": "configs/acm/sft_qwen3_1.7b.yaml",
+             "rl_config": "configs/acm/rl_qwen3_1.7b_gspo.yaml"},
+    "4B LoRA": {"up_to": 6.0e9, "sft_config": "configs/acm/sft_qwen3_4b_lora.yaml",
+                "rl_config": "configs/acm/rl_qwen3_4b_gspo_lora.yaml"},
+    "8B cluster": {"up_to": float("inf"), "sft_config": "configs/acm/sft_qwen3_8b.yaml",
+                   "rl_config": "configs/acm/rl_qwen3_8b_gspo.yaml"},
+}
 
 
 @dataclass
@@ -161,7 +174,7 @@ class PipelineConfig:
 
         shape = recipe_shape(self, self.mixed(4, self.seed), self.heldout_tasks(2))
         times = times or probe(self.model, shape.sample_tokens, shape.prompt_tokens)
-        sft, rl = (_section(path, over) for path, over in ((self.sft_config, self.sft), (self.rl_config, self.rl)))
+        sft, rl = (_section(*_stage_file(self, stage)) for stage in ("sft", "rl"))
         modes = self.eval.get("modes", EVAL_MODES)
         later = self.eval.get("checkpoint_modes") or modes
         n = self.eval_tasks * len(self.eval_families)
@@ -219,6 +232,17 @@ def _section(path: str, overrides: dict) -> dict:
     import yaml
 
     return {**(yaml.safe_load(Path(path).read_text()) or {}), **overrides}
+
+
+def _stage_file(cfg: PipelineConfig, stage: str) -> tuple[str, dict]:
+    """A training stage's config file (`sft_config`, `rl_config`) found as `shipped` finds it, and the pipeline's
+    overrides of it, with its DeepSpeed file (`configs/deepspeed/...`) found the same way."""
+    path = shipped(getattr(cfg, f"{stage}_config"), f"--set {stage}_config=FILE")
+    overrides = dict(getattr(cfg, stage))
+    deepspeed = _section(path, overrides).get("deepspeed")
+    if isinstance(deepspeed, str):
+        overrides["deepspeed"] = shipped(deepspeed, f"--set {stage}.deepspeed=FILE")
+    return path, overrides
 
 
 class Run:
@@ -352,10 +376,11 @@ def _rl_config(cfg: PipelineConfig, start, tasks, out):
 
     paths = {"output_dir": str(out), "model": str(start) if start else None, "tasks": str(tasks), "seed": cfg.seed,
              "environment": cfg.environment, "environment_params": cfg.environment_params or None, **_format(cfg)}
-    asked = _section(cfg.rl_config, cfg.rl)
+    path, overrides = _stage_file(cfg, "rl")
+    asked = _section(path, overrides)
     if (asked.get("heldout_steps") or asked.get("eval_strategy") == "steps") and not asked.get("heldout_tasks"):
         paths["heldout_tasks"] = str(Path(tasks).with_name("eval.jsonl"))  # held-out evaluation: the run's eval tasks
-    return load_config(SculptorGRPOConfig, cfg.rl_config, {**cfg.rl, **paths}, "pipeline rl")
+    return load_config(SculptorGRPOConfig, path, {**overrides, **paths}, "pipeline rl")
 
 
 def _sft_config(cfg: PipelineConfig, samples, out):
@@ -363,7 +388,8 @@ def _sft_config(cfg: PipelineConfig, samples, out):
 
     paths = {"output_dir": str(out), "model": cfg.model, "samples": str(samples), "seed": cfg.seed,
              **_format(cfg)}  # the chat format the samples were made with: SFT refuses samples of another
-    return load_config(SculptorSFTConfig, cfg.sft_config, {**cfg.sft, **paths}, "pipeline sft")
+    path, overrides = _stage_file(cfg, "sft")
+    return load_config(SculptorSFTConfig, path, {**overrides, **paths}, "pipeline sft")
 
 
 def _eval_config(cfg: PipelineConfig, models: list[str | None], tasks, out):
@@ -445,7 +471,7 @@ def _rl_effect(run: Run) -> list[str]:
             "This recipe leaves the GSPO stage out (its `stages`): the time goes to SFT and its evaluation. "
             "docs/long-cpu-recipe.md has a run long enough to measure GSPO's effect.")]
     if "rl" not in run.cfg.eval_checkpoints:
-        steps = _section(run.cfg.rl_config, run.cfg.rl).get("max_steps", "its")
+        steps = _section(*_stage_file(run.cfg, "rl")).get("max_steps", "its")
         return ["", "## What the RL stage showed", "", (
             f"GSPO ran {steps} steps (its curves above: reward, accuracy and tool use per step): the stage shows "
             "that the loop runs end to end (rollouts, rewards, updates, weight reloads). This recipe does not "
@@ -474,6 +500,50 @@ def _rl_effect(run: Run) -> list[str]:
 
 
 STAGES = ["data", "teachers", "collect", "sft", "rl", "eval", "report"]
+
+
+def size_class(params: int) -> str:
+    """The first of `SIZE_CLASSES` whose `up_to` holds `params`."""
+    return next(name for name, c in SIZE_CLASSES.items() if params <= c["up_to"])
+
+
+def starting_config(config: str | None, default: str | None, overrides: dict,
+                    gpu: bool | None = None) -> tuple[str | None, dict, str]:
+    """Where a run starts from on this device: the config file (`config`, else `default`; None: PipelineConfig's
+    defaults), the overrides to read over it, and one line saying which recipe and why. On a CPU, the file as it is
+    (its probe picks the full or a smaller recipe at the start, where it sets `budget_minutes`). On a GPU
+    (`gpu`, default `torch.cuda.is_available()`), the model's size class picks the SFT and RL configs
+    (`SIZE_CLASSES`), starting from PipelineConfig's defaults where no `config` is given (`default` is the CPU
+    recipe); an `sft_config`/`rl_config` in `config` or the overrides wins over the class's."""
+    if gpu is None:
+        import torch
+
+        gpu = torch.cuda.is_available()
+    if not gpu:
+        path = shipped(config or default, "--config FILE") if config or default else None
+        values = {**(read_yaml(path) if path else {}), **overrides}
+        how = (f"the probe picks it or a smaller one at the start (budget_minutes {values['budget_minutes']:g})"
+               if values.get("budget_minutes") is not None else "as configured (no budget_minutes: no probe)")
+        return path, overrides, f"recipe: CPU (no CUDA device): {path or 'PipelineConfig defaults'}; {how}"
+    path = shipped(config, "--config FILE") if config else None
+    given = {**(read_yaml(path) if path else {}), **overrides}
+    model = given.get("model")
+    if "sft_config" in given and "rl_config" in given:
+        return path, overrides, (f"recipe: GPU: {path or 'PipelineConfig defaults'} with its sft_config "
+                                 f"{given['sft_config']} and rl_config {given['rl_config']} (no size class needed)")
+    try:
+        params, source = parameter_count(resolve_model(model))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{e}; name the recipe with --config FILE or --set sft_config=FILE --set rl_config=FILE "
+                         "(docs/models.md, Recipes by size class)") from None
+    name = size_class(params)
+    chosen = {k: v for k, v in SIZE_CLASSES[name].items() if k != "up_to" and k not in given}
+    kept = [f"{k} {given[k]} ({'--set' if k in overrides else '--config'})"
+            for k in ("sft_config", "rl_config") if k in given]
+    line = (f"recipe: GPU: {model or 'the embedded model'} has {params / 1e9:.2f}B parameters ({source}): size class "
+            f"{name}: " + ", ".join([*(f"{k} {v}" for k, v in chosen.items()), *kept])
+            + f", from {path or 'PipelineConfig defaults'}")
+    return path, {**chosen, **overrides}, line
 
 
 def choose_recipe(cfg: PipelineConfig) -> PipelineConfig:

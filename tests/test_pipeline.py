@@ -219,3 +219,86 @@ def test_a_checkpoint_keeps_its_chat_settings_for_rl_eval_and_serve(model_path, 
     assert again.provenance["hash"] == trained.provenance["hash"]
     told = ChatFormat.from_pretrained(str(tmp_path), chat_template_kwargs={"mode": "long"})
     assert told.kwargs == {"mode": "long"}
+
+
+# Qwen3's sizes (hidden, layers, intermediate, attention heads, tied embeddings): its 0.6B, 1.7B, 4B and 8B configs
+QWEN3_SIZES = {"0.6B": (1024, 28, 3072, 16, True), "1.7B": (2048, 28, 6144, 16, True),
+               "4B LoRA": (2560, 36, 9728, 32, True), "8B cluster": (4096, 36, 12288, 32, False)}
+
+
+def _model_folder(path: Path, hidden, layers, intermediate, heads, tied) -> str:
+    """A model folder holding only a config.json of these sizes (no weights)."""
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps({
+        "model_type": "qwen3", "hidden_size": hidden, "num_hidden_layers": layers, "intermediate_size": intermediate,
+        "num_attention_heads": heads, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+        "tie_word_embeddings": tied}))
+    return str(path)
+
+
+def test_on_a_gpu_the_model_size_picks_the_sft_and_rl_configs(tmp_path, monkeypatch):
+    from sculptor_rl.models import parameter_count
+    from sculptor_rl.pipeline import SIZE_CLASSES, starting_config
+
+    default = "configs/quickstart.yaml"
+    for name, sizes in QWEN3_SIZES.items():
+        model = _model_folder(tmp_path / name.replace(" ", "_"), *sizes)
+        params, source = parameter_count(model)
+        assert source == "estimated from its config.json"
+        path, overrides, why = starting_config(None, default, {"model": model}, gpu=True)
+        # the CPU recipe (its probe budget, its SFT epochs) is not where a GPU run starts from
+        assert path is None, why
+        assert overrides == {"model": model, "sft_config": SIZE_CLASSES[name]["sft_config"],
+                             "rl_config": SIZE_CLASSES[name]["rl_config"]}, name
+        assert f"size class {name}:" in why and f"{params / 1e9:.2f}B parameters" in why
+        cfg = PipelineConfig.from_yaml(path, overrides)
+        assert (cfg.sft_config, cfg.rl_config, cfg.budget_minutes) == (overrides["sft_config"],
+                                                                      overrides["rl_config"], None)
+    # Qwen3's published totals: 0.6B, 1.7B, 4.0B, 8.2B
+    assert [round(parameter_count(str(tmp_path / n.replace(" ", "_")))[0] / 1e8) for n in QWEN3_SIZES] == \
+        [6, 17, 40, 82]
+    small = str(tmp_path / "0.6B")
+    # --set wins over the class, key by key; a --config's keys win too
+    _, overrides, why = starting_config(None, default, {"model": small, "rl_config": "mine.yaml"}, gpu=True)
+    assert overrides["rl_config"] == "mine.yaml" and overrides["sft_config"] == SIZE_CLASSES["0.6B"]["sft_config"]
+    assert "rl_config mine.yaml (--set)" in why
+    path, overrides, why = starting_config("configs/paper_protocol_gpu.yaml", default, {"model": small}, gpu=True)
+    assert path.endswith("configs/paper_protocol_gpu.yaml") and overrides == {"model": small}
+    assert "no size class needed" in why
+    # the device is asked at the boundary only: torch's answer when the caller does not say
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert "size class 1.7B" in starting_config(None, default, {"model": str(tmp_path / "1.7B")})[2]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    path, overrides, why = starting_config(None, default, {"model": str(tmp_path / "1.7B")})
+    assert path.endswith(default) and overrides == {"model": str(tmp_path / "1.7B")}
+    assert why.startswith("recipe: CPU (no CUDA device)") and "the probe picks it" in why
+    # a folder with weights: the safetensors headers count exactly
+    from safetensors.numpy import save_file
+    import numpy as np
+
+    weights = Path(_model_folder(tmp_path / "w", *QWEN3_SIZES["8B cluster"]))
+    save_file({"a": np.zeros((3, 5), np.float32), "b": np.zeros(7, np.float32)}, str(weights / "model.safetensors"))
+    assert parameter_count(str(weights)) == (22, "its safetensors headers")
+    # a size that cannot be read names what to pass
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="--set sft_config=FILE --set rl_config=FILE"):
+        starting_config(None, default, {"model": str(tmp_path / "bare")}, gpu=True)
+
+
+def test_shipped_configs_are_found_from_any_folder_or_named_in_one_line(tmp_path, monkeypatch):
+    from sculptor_rl import config
+    from sculptor_rl.pipeline import starting_config
+
+    monkeypatch.chdir(tmp_path)
+    assert config.shipped("configs/quickstart.yaml") == str(config.SOURCE_TREE / "configs/quickstart.yaml")
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "quickstart.yaml").write_text("name: mine\n")
+    assert config.shipped("configs/quickstart.yaml") == "configs/quickstart.yaml"  # the folder's own first
+    monkeypatch.chdir(tmp_path / "configs")
+    monkeypatch.setattr(config, "SOURCE_TREE", tmp_path / "wheel")  # an install without the source tree
+    with pytest.raises(ValueError, match=r"^configs/quickstart.yaml: not found .* pass --config FILE") as e:
+        starting_config(None, "configs/quickstart.yaml", {}, gpu=False)
+    assert "\n" not in str(e.value)

@@ -111,3 +111,20 @@ def test_a_named_template_renders_every_stage(site, tmp_path, tiny_qwen3):  # no
     assert all(hashes == {variant.provenance["hash"]} for hashes in made_by.values()), made_by
     for stage in ("sft", "rl"):
         assert (root / stage / "final" / "chat_template.jinja").read_text() == variant.template
+
+
+def test_a_dry_run_outside_a_clone_finds_the_shipped_configs_and_probes_on_a_cpu(tmp_path, model_path):
+    """`pipeline --dry-run` from a folder that is not the repository: the quickstart's config and its SFT and RL
+    configs come from the installed package's source tree; with no GPU (hidden) the probe sizes the recipe."""
+    from sculptor_rl.config import SOURCE_TREE
+
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "CUDA_VISIBLE_DEVICES": ""}
+    out = subprocess.run([sys.executable, "-m", "sculptor_rl.cli", "pipeline", "--dry-run", "--set",
+                          f"runs_dir={tmp_path / 'runs'}"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (f"recipe: CPU (no CUDA device): {SOURCE_TREE / 'configs/quickstart.yaml'}; the probe picks it or a "
+            "smaller one at the start (budget_minutes 30)") in out.stdout
+    for recipe in ("config", "small recipe", "smaller recipe"):  # every recipe the probe may choose
+        assert f"{recipe}: sft: configs/acm/sft_quickstart_cpu.yaml OK" in out.stdout
+    assert "dry run: every stage's config checked" in out.stdout and not (tmp_path / "runs").exists()
