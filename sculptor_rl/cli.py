@@ -474,6 +474,30 @@ def config_kind(path: str) -> str:
     raise ValueError(f"{min(errors, key=len)} (nor of any config kind: {', '.join(CONFIG_KINDS)})")
 
 
+def check_chat(model: str | None, cfg, environment: str = "acm") -> None:
+    """Print whether the chat format `cfg` names (`chat_template`, `chat_template_kwargs`, `parser`) renders a
+    two-step tool conversation with the environment's tools and reads its calls back (`check_template`, as `rl
+    validate` checks it); NOT checked at once for a Hub id offline or a checkpoint not trained yet. ValueError where
+    the template fails."""
+    from .acm import TOOL_SCHEMAS
+    from .agent.chat import ChatFormat
+    from .envs import env_class
+    from .models import resolve_model, unreachable
+    from .train.preflight import check_template
+
+    try:
+        model = resolve_model(model)
+    except FileNotFoundError as e:  # a checkpoint a later stage writes
+        print(f"check        chat template: NOT checked ({e})")
+        return
+    if why := unreachable(model):
+        print(f"check        chat template: NOT checked ({model}: {why})")
+        return
+    tools = getattr(env_class(environment), "tools", None)  # a class-level list; else set per task (ACM's)
+    tools = tools if isinstance(tools, list) else TOOL_SCHEMAS
+    print(f"check        {check_template(ChatFormat.of(model, cfg), tools)}")
+
+
 def validate_config(path: str, kind: str | None = None) -> None:
     """Check a config of any kind as its command would read it, without any work: keys, types, ranges and what it
     names (environment, tasks, model, chat template) where that can be read here; what cannot is said NOT checked."""
@@ -493,29 +517,24 @@ def validate_config(path: str, kind: str | None = None) -> None:
     elif kind == "sft":
         from .train.sft import SculptorSFTConfig
 
-        from .acm import TOOL_SCHEMAS
-        from .agent.chat import ChatFormat
-        from .models import resolve_model, unreachable
-        from .train.preflight import check_template
-
         cfg = parse_command(SculptorSFTConfig, ["--config", path], prog="sculptor-rl sft")
-        model = resolve_model(cfg.model)
-        if why := unreachable(model):
-            print(f"check        chat template: NOT checked ({model}: {why})")
-        else:  # the template the samples are rendered with, saved with the checkpoint
-            print(f"check        {check_template(ChatFormat.of(model, cfg), TOOL_SCHEMAS)}")
+        check_chat(cfg.model, cfg)  # the template the samples are rendered with, saved with the checkpoint
         if cfg.samples and not Path(cfg.samples).exists():
             print(f"warning: samples file {cfg.samples} does not exist yet (make it with `sculptor-rl samples`)")
     elif kind == "eval":
         from .eval.run import EvalConfig, check_config
 
-        check_config(load_config(EvalConfig, path))
+        cfg = load_config(EvalConfig, path)
+        check_config(cfg)
+        for model in dict.fromkeys(cfg.models):
+            check_chat(model, cfg, cfg.environment)
     elif kind == "serve":
         from .envs import params_of
         from .serve.config import ServeConfig
 
         cfg = parse_command(ServeConfig, ["--config", path], prog="sculptor-rl serve")
         params_of(cfg.environment, cfg.environment_params)
+        check_chat(cfg.model, cfg, cfg.environment)
     else:
         raise ValueError(f"unknown config kind {kind!r} (known: {', '.join(CONFIG_KINDS)})")
     print("config OK")

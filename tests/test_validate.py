@@ -100,3 +100,34 @@ def test_an_sft_config_whose_template_renders_no_tool_calls_is_refused(tmp_path,
     config.write_text(yaml.safe_dump({"model": tiny_qwen3, "samples": "s.jsonl", "output_dir": str(tmp_path / "o")}))
     main(["validate", "--config", str(config)])  # the model's own (Qwen3's official) template
     assert "the hermes parser reads both calls back" in capsys.readouterr().out
+
+
+def test_eval_and_serve_configs_check_the_models_chat_template(tmp_path, capsys, monkeypatch, tiny_qwen3):  # noqa: F811
+    """As the SFT and RL configs: the template renders a tool conversation its parser reads back; a checkpoint not
+    trained yet or a Hub id offline is NOT checked, at once."""
+    import time
+
+    from huggingface_hub import constants
+
+    plain = tmp_path / "plain.jinja"  # a template that drops the assistant's tool calls
+    plain.write_text("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}")
+    configs = {"eval": {"models": [tiny_qwen3], "tasks": ["pi_llm"], "out": str(tmp_path / "e")},
+               "serve": {"model": tiny_qwen3}}
+    for kind, values in configs.items():
+        config = tmp_path / f"{kind}_plain.yaml"
+        config.write_text(yaml.safe_dump({**values, "chat_template": str(plain)}))
+        assert "renders no tool calls" in error_of(["validate", "--config", str(config)], capsys), kind
+        config.write_text(yaml.safe_dump(values))  # the model's own (Qwen3's official) template
+        main(["validate", "--config", str(config)])
+        assert "the hermes parser reads both calls back" in capsys.readouterr().out, kind
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    config = tmp_path / "eval_later.yaml"
+    config.write_text(yaml.safe_dump({"models": [tiny_qwen3, "runs/sft/later/final", "nosuch-org/nosuch-model"],
+                                      "tasks": ["pi_llm"], "out": str(tmp_path / "e")}))
+    start = time.perf_counter()
+    main(["validate", "--config", str(config)])
+    out = capsys.readouterr().out
+    assert time.perf_counter() - start < 20, "no Hub retries"
+    assert "chat template: NOT checked (model runs/sft/later/final: no such directory)" in out
+    assert "chat template: NOT checked (nosuch-org/nosuch-model: offline: HF_HUB_OFFLINE is set" in out
+    assert out.count("parser reads both calls back") == 1 and out.rstrip().endswith("config OK")
