@@ -49,10 +49,10 @@ BACKEND_FLAGS = {"ddp": ["--use_cpu", "true"]}
 # the settings each backend's launch runs in the suite (one launch each: start-up is most of its time);
 # MANY_RANKS_ALL=1 runs every setting under every backend (docs/many-ranks.md's table)
 RUN = {"ddp": ["sft-shared-prefix", "sft-lora", "gspo-shared-prefix", "gspo-lora", "gspo-beta"],
-       "zero2": ["sft-shared-prefix", "gspo-shared-prefix", "gspo-lora"],
+       "zero2": ["sft-shared-prefix", "gspo-shared-prefix", "gspo-lora", "gspo-empty-rank"],
        "zero3": ["sft-lora", "gspo-beta"]}
 if os.environ.get("MANY_RANKS_ALL"):
-    RUN = {b: [n for n in SETTINGS if n != "gspo-empty-rank"] for b in RUN}
+    RUN = {b: [n for n in SETTINGS if n != "gspo-empty-rank" or b == "zero2"] for b in RUN}
 PORTS = {"ddp": 29571, "zero2": 29572, "zero3": 29573, "fsdp2": 29574}
 
 

@@ -85,6 +85,44 @@ def test_lora_gradients_equal():
         assert torch.allclose(token_logprobs(model, ids, attention, labels)[0], plain, atol=1e-5)
 
 
+def hook_order(model, rows, shared: bool, ordered: bool) -> tuple[list[str], dict[str, torch.Tensor]]:
+    """The order in which the parameters' gradients are handed over (post-accumulate hooks: where ZeRO-1/2 reduce
+    them) in one backward, and the gradients."""
+    order: list[str] = []
+    hooks = [p.register_post_accumulate_grad_hook(lambda p, n=n: order.append(n))
+             for n, p in model.named_parameters() if p.requires_grad]
+    ids, attention, labels = batch(rows)
+    run = lambda: token_logprobs(model, ids, attention, labels, shared_prefix=shared, min_shared=1)
+    logp, mask = shared_prefix._with_ordered_gradients(model, run) if ordered else run()
+    (-logp.sum() / mask.sum()).backward()
+    for h in hooks:
+        h.remove()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+    model.zero_grad(set_to_none=True)
+    return order, grads
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_gradients_reach_the_hooks_in_one_order_whatever_the_tree(lora):
+    """ZeRO-1/2 add the ranks' gradients up by the order their hooks fire: ranks whose prefix trees differ in shape
+    (or a rank whose micro-batch takes the plain forward) must hand them over in one order."""
+    model = tiny_model()
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    runs = [(rows, shared) for rows in BATCHES.values() for shared in (True, False)]
+    free = {tuple(hook_order(model, rows, shared, False)[0]) for rows, shared in runs}
+    assert len(free) > 1  # each tree's own order: what the ranks had
+    ordered = [hook_order(model, rows, shared, True) for rows, shared in runs]
+    trained = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert all(order == ordered[0][0] for order, _ in ordered) and sorted(ordered[0][0]) == sorted(trained)
+    for (rows, shared), (_, grads) in zip(runs, ordered):  # and the gradients are the plain forward's
+        _, plain = hook_order(model, rows, False, False)
+        for name, g in plain.items():
+            assert (grads[name] - g).norm() <= 1e-4 * g.norm() + 1e-9, name
+
+
 def test_checkpointing_falls_back_with_one_log_line_and_no_grad_still_shares(monkeypatch, caplog):
     monkeypatch.setattr(shared_prefix, "_logged", set())
     model = tiny_model()

@@ -447,11 +447,9 @@ class SculptorGRPOTrainer(GRPOTrainer):
 
     def _logps(self, model, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Logprobs of the trained tokens, their mask and the entropies there (`[B, k]`, LM head at k positions)."""
-        # not under DeepSpeed: there the GSPO step's gradients with shared prefixes were measured wrong on 2 ranks
-        # under ZeRO-2 (docs/many-ranks.md; SFT's are right), and ZeRO-3 takes the plain path anyway
         logps, mask, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["labels"],
                                               temperature=self.temperature, entropy=True,
-                                              shared_prefix=self.args.shared_prefix and not self.is_deepspeed_enabled)
+                                              shared_prefix=self.args.shared_prefix)
         return logps, mask.to(logps.dtype), entropy
 
     def _compute_loss(self, model, inputs):

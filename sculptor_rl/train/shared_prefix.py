@@ -17,7 +17,8 @@ token 2·kv_heads·head_dim values per layer, against the plain path's full acti
 activations are stored once.
 
 Under DeepSpeed and DDP the tree runs inside one call of the wrapper, the branches calling the module it wraps
-(`_in_one_engine_forward`): every rank calls it once per micro-batch, whatever its tree. A step's gradients on 2
+(`_in_one_engine_forward`): every rank calls it once per micro-batch, whatever its tree, and under DeepSpeed the
+gradients reach its reduce hooks in one order on every rank (`_with_ordered_gradients`). A step's gradients on 2
 ranks equal the 1-rank step's (`tests/test_many_ranks.py`). Sharded parameters (ZeRO-3, FSDP2) take the plain
 path: they are gathered at each module call, and ranks with different trees would gather different numbers of
 times.
@@ -42,6 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from torch.nn.utils.stateless import _reparametrize_module  # torch.func.functional_call's swap
 from transformers import AttentionInterface, DynamicCache, PretrainedConfig
 
 from .masked_lm import kept_positions, masked_token_logprobs
@@ -224,6 +226,9 @@ def token_logprobs(model, input_ids, attention_mask, labels, temperature: float 
     lengths = attention_mask.sum(-1) if attention_mask is not None else torch.full(
         (len(input_ids),), input_ids.shape[1], device=input_ids.device)
     reason = fallback_reason(model) if shared_prefix else None
+    # where this model may share prefixes, its plain forwards too run in one engine call: under ZeRO-1/2 a rank's
+    # plain micro-batch (one row, a filler) then hands over its gradients in the order the others' trees do
+    engine = _engine(model) if shared_prefix and reason is None else None
     if reason is None and shared_prefix and attention_mask is not None and not torch.equal(
             attention_mask.bool(), torch.arange(input_ids.shape[1], device=lengths.device) < lengths[:, None]):
         reason = "the rows are not right-padded"
@@ -231,10 +236,10 @@ def token_logprobs(model, input_ids, attention_mask, labels, temperature: float 
         if reason and reason not in _logged:
             _logged.add(reason)
             log.warning("shared prefix off, plain forward: %s", reason)
-        return masked_token_logprobs(model, input_ids, attention_mask, labels, temperature, entropy)
+        run = lambda m: masked_token_logprobs(m, input_ids, attention_mask, labels, temperature, entropy)
+        return run(model) if engine is None else _in_one_engine_forward(engine, run)
     with _no_checkpointing(model), _prefix_attention(model, input_ids.device):
         run = lambda m: _shared_logprobs(m, input_ids, lengths.tolist(), labels, temperature, entropy, min_shared)
-        engine = _engine(model)
         return run(model) if engine is None else _in_one_engine_forward(engine, run)
 
 
@@ -258,11 +263,13 @@ def _in_one_engine_forward(engine, run):
     with its prologue. The branches calling the module directly skip that (measured under ZeRO-3: a 2-micro-batch
     step lost a micro-batch's gradients), and one engine call per branch runs a prologue per branch for one
     epilogue. So the engine is called once per micro-batch, as in the plain forward, with the module's forward
-    standing in for the tree; ZeRO-3's parameter gathering hooks sit on the submodules and run for each branch."""
+    standing in for the tree; ZeRO-3's parameter gathering hooks sit on the submodules and run for each branch.
+    Under DeepSpeed with gradients the gradients reach its hooks in one order (`_with_ordered_gradients`)."""
     module = engine.module
     own = module.__dict__.get("forward")  # an instance-level forward (a wrapper's), else the class's
     forward = module.forward
-    module.forward = lambda: run(forward)
+    ordered = type(engine).__name__ == "DeepSpeedEngine" and torch.is_grad_enabled()
+    module.forward = lambda: _with_ordered_gradients(module, lambda: run(forward)) if ordered else run(forward)
     try:
         return engine()
     finally:
@@ -270,6 +277,40 @@ def _in_one_engine_forward(engine, run):
             del module.forward
         else:
             module.forward = own
+
+
+class _GradientsAfterAll(torch.autograd.Function):
+    """The identity on the trained parameters, as one node: its backward runs once every use of them is done, and
+    hands every parameter its gradient together, in the parameters' order."""
+
+    @staticmethod
+    def forward(ctx, *params):
+        return tuple(p.view_as(p) for p in params)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return grads  # a parameter no branch used gets zeros (materialized): every rank's hooks fire for every one
+
+
+def _with_ordered_gradients(module, run):
+    """`run()` with `module`'s trained parameters taken through `_GradientsAfterAll`: their gradients then reach
+    the optimizer in the same order on every rank, whatever the rank's prefix tree.
+
+    ZeRO-1/2 reduce each gradient as its hook fires, packed into buckets by arrival and summed across ranks by
+    position (`stage_1_and_2.reduce_independent_p_g_buckets_and_remove_grads`, `average_tensor`): ranks must fire
+    them in the same order. A prefix tree's backward finishes a parameter's gradient after its last use, and
+    trees of different shapes finish them in different orders (measured: three of a layer's projections in
+    another order on each rank), so a rank's gradient was added to another parameter's (GSPO's step 93x the
+    1-rank one on 2 ranks; SFT's two trees had the same shape; a rank's plain micro-batch among trees mismatches
+    likewise, so `token_logprobs` takes it through here too). The
+    gradients now all arrive at the end of the backward (no reduce overlaps it). The swap of the parameters for
+    the node's outputs is torch.func.functional_call's own, without the call (the engine makes it)."""
+    named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+    if not named:
+        return run()
+    views = _GradientsAfterAll.apply(*(p for _, p in named))
+    with _reparametrize_module(module, {n: v for (n, _), v in zip(named, views)}, tie_weights=True):
+        return run()
 
 
 def _shared_logprobs(model, ids, lengths, labels, temperature, entropy, min_shared):
