@@ -101,12 +101,14 @@ def shipped(path: str | Path, what: str = "--config FILE") -> str:
                      f"wheel ships no configs/): pass {what}, a copy of it from the repository")
 
 
-def load_config(cls, path: str | Path | None = None, overrides: dict | None = None, source: str = "flags"):
-    """`cls` from the YAML file at `path` (if any), then `overrides` (None values are left out: unset flags);
-    `source` names where the overrides come from in errors."""
+def load_config(cls, path: str | Path | None = None, overrides: dict | None = None, source: str = "flags",
+                keep_none: bool = False):
+    """`cls` from the YAML file at `path` (if any), then `overrides` (None values are left out: unset flags; with
+    `keep_none` they are settings, as `--set key=null` asks); `source` names where the overrides come from in
+    errors."""
     values = read_yaml(path) if path else {}
     check_values(cls, values, str(path))
-    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    given = {k: v for k, v in (overrides or {}).items() if keep_none or v is not None}
     check_values(cls, given, source)
     try:
         return cls(**{**values, **given})

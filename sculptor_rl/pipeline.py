@@ -111,7 +111,7 @@ class PipelineConfig:
                     overrides.setdefault(key, {} if key != "heldout" else [])
         merged = {k: {**values[k], **v} if isinstance(v, dict) and isinstance(values.get(k), dict)
                   and k not in ("train_mix", "task_params", "family_params") else v for k, v in overrides.items()}
-        cfg = load_config(cls, path, merged, "the command line")
+        cfg = load_config(cls, path, merged, "the command line", keep_none=True)  # --set key=null: no value
         source = path or "the command line"
         for k, recipe in enumerate(cfg.recipes(source)):
             for section, kind in (("eval", EvalConfig), ("sft", SculptorSFTConfig), ("rl", SculptorGRPOConfig)):

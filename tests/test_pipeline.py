@@ -142,6 +142,12 @@ def test_small_recipes_nest_and_are_checked_when_the_config_is_read(tmp_path):
 
 
 
+def test_a_null_on_the_command_line_unsets_the_files_value():
+    """`--set budget_minutes=null` runs the recipe as configured (no probe), whatever the file sets."""
+    assert PipelineConfig.from_yaml("configs/quickstart.yaml").budget_minutes == 30
+    assert PipelineConfig.from_yaml("configs/quickstart.yaml", {"budget_minutes": None}).budget_minutes is None
+
+
 def test_estimate_is_the_probe_times_the_recipe_times_the_reference_ratios():
     from sculptor_rl.probe import REFERENCE, Probe, RecipeShape, estimate
 
