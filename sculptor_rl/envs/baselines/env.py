@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from ...memory.retrieval import bm25_scores
 from ...records import context_spans
 from ..base import Env
+from ..reading import ShownEnv
 
 __all__ = ["BASELINE_SYSTEM_PROMPT", "BaselineParams", "Bm25Env", "FullEnv", "TruncateEnv", "bm25_context", "chunks",
            "question_text", "truncate_context"]
@@ -48,7 +49,7 @@ class FullEnv(Env):
     system_prompt = BASELINE_SYSTEM_PROMPT
 
 
-class _ShrunkEnv(FullEnv):
+class _ShrunkEnv(ShownEnv, FullEnv):
     """The record's context spans shrunk by `shrink(pieces, question)`; `original()` keeps them whole."""
 
     Params = BaselineParams
@@ -69,16 +70,6 @@ class _ShrunkEnv(FullEnv):
     def shrink(self, pieces: list[str], question: str) -> list[str]:
         """What is kept of each context piece, in order."""
         raise NotImplementedError
-
-    def render(self) -> list[dict]:
-        return [dict(m) for m in self.shown]
-
-    def original(self) -> list[dict]:
-        return [dict(m) for m in self.messages]
-
-    def append(self, message: dict) -> None:
-        self.shown.append(dict(message))
-        self.messages.append(dict(message))
 
 
 class TruncateEnv(_ShrunkEnv):
